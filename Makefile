@@ -1,0 +1,32 @@
+# Two commands do all set-up on a fresh machine:
+#   make reproduce   # .venv + install + `llmbench reproduce`
+#   make test        # .venv + install + pytest
+# torch: installs TORCH_SPEC (the CPU build on this machine's disk) unless .venv can already import
+# torch — a GPU user keeps their own with `python -m venv --system-site-packages .venv` first, or
+# `make test TORCH_SPEC=torch==2.5.1+cu124` (see README).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+REPRODUCE_ARGS ?= --quick
+
+.PHONY: setup reproduce test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[dev]"
+	@touch $@
+
+setup: $(VENV)/.installed
+
+reproduce: setup
+	$(BIN)/llmbench reproduce $(REPRODUCE_ARGS)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) *.egg-info
