@@ -249,10 +249,10 @@ if not any(c.name == "reproduce" for c in app.registered_commands):
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input is one line on stderr and exit code 2, never a traceback."""
-    try:  # typer >= 0.20 vendors click as typer._click
-        import click
-    except ModuleNotFoundError:
+    try:  # newer typer vendors click as typer._click; older typer uses the click package
         from typer import _click as click
+    except ImportError:
+        import click
 
     try:
         app(args=argv, standalone_mode=False, prog_name="llmbench")
