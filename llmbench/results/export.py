@@ -1,0 +1,94 @@
+"""Export results: CSV (point fields and metrics flattened to columns), JSON, Parquet (pyarrow).
+
+    llmbench results export --format csv -o results.csv
+    llmbench results export --format parquet -o results.parquet --study transformer-block
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from llmbench.results.store import canonical_json
+
+FORMATS = ("csv", "json", "parquet")
+FIXED = ("key", "study", "source", "suite", "model", "hardware", "status", "error", "created_at")
+
+
+def flatten(rows: list[dict]) -> tuple[list[str], list[dict]]:
+    """Columns and flat rows: the fixed columns, then every point field, then every metric.
+
+    A metric whose name is already a column is written as `metrics.<name>`; nested values
+    (lists, dicts) become JSON text; the environment is one JSON text column."""
+    point_cols = sorted({k for r in rows for k in r["point"]} - set(FIXED))
+    metric_names = sorted({k for r in rows for k in r["metrics"]})
+    taken = set(FIXED) | set(point_cols)
+    metric_cols = {m: (f"metrics.{m}" if m in taken else m) for m in metric_names}
+    columns = list(FIXED) + point_cols + [metric_cols[m] for m in metric_names] + ["environment"]
+    flat = []
+    for r in rows:
+        d = {c: r.get(c) for c in FIXED}
+        for c in point_cols:
+            d[c] = _cell(r["point"].get(c))
+        for m in metric_names:
+            d[metric_cols[m]] = _cell(r["metrics"].get(m))
+        d["environment"] = canonical_json(r["environment"])
+        flat.append(d)
+    return columns, flat
+
+
+def _cell(v):
+    return canonical_json(v) if isinstance(v, (list, dict, tuple)) else v
+
+
+def to_csv(rows: list[dict]) -> str:
+    columns, flat = flatten(rows)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    w.writerows(flat)
+    return buf.getvalue()
+
+
+def to_json(rows: list[dict]) -> str:
+    return json.dumps(rows, indent=2, sort_keys=True, default=str)
+
+
+def to_parquet(rows: list[dict], path: str | Path) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError:
+        raise ValueError("parquet export needs pyarrow: pip install pyarrow (or use --format csv|json)")
+    columns, flat = flatten(rows)
+    arrays = {c: _arrow_column(pa, [r[c] for r in flat]) for c in columns}
+    pq.write_table(pa.table(arrays), str(path))
+
+
+def _arrow_column(pa, values: list):
+    """One typed column: int64 or float64 when every cell is a number, else string."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pa.array(values, type=pa.int64())
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return pa.array([None if v is None else float(v) for v in values], type=pa.float64())
+    if present and all(isinstance(v, bool) for v in present):
+        return pa.array(values, type=pa.bool_())
+    return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+
+def export(rows: list[dict], fmt: str, path: str | Path | None = None) -> str | None:
+    """Write `rows` as `fmt` to `path`; CSV and JSON return the text when `path` is None."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        if path is None:
+            raise ValueError("parquet export needs an output file: --output PATH")
+        to_parquet(rows, path)
+        return None
+    text = to_csv(rows) if fmt == "csv" else to_json(rows)
+    if path is None:
+        return text
+    Path(path).write_text(text)
+    return None

@@ -1,0 +1,171 @@
+"""The results store: round trip, upsert, WAL, concurrent writer processes, SIGKILL mid-write,
+the published reference values, and the DB path rules."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from llmbench.results import ResultsDB, point_key, record_published
+from llmbench.results.published import published_rows
+
+REPO = Path(__file__).resolve().parents[1]
+POINT = {"suite": "block", "model": "gpt2-xl", "hardware": "cpu", "batch": 8, "seq": 1024,
+         "precision": "fp32", "grad_accum": 1, "devices": 1, "sparsity": 0.0, "mode": "resident"}
+
+
+def test_point_key_is_canonical_and_depends_on_everything():
+    reordered = dict(reversed(list(POINT.items())))
+    assert point_key(POINT) == point_key(reordered)
+    assert len(point_key(POINT)) == 64
+    assert point_key(POINT, "measured") != point_key(POINT, "predicted")
+    for field, other in (("batch", 16), ("seq", 512), ("precision", "bf16"), ("sparsity", 0.9)):
+        assert point_key({**POINT, field: other}) != point_key(POINT), field
+
+
+def test_round_trip(tmp_path):
+    with ResultsDB(tmp_path / "r.db") as db:
+        key = db.record(POINT, metrics={"fwd_time_s": 0.5, "bound": "compute"},
+                        environment={"torch_version": "2.13.0"}, study="transformer-block")
+        assert db.has(key) and not db.has("0" * 64)
+        row = db.get(key)
+    assert row["point"] == POINT
+    assert row["metrics"] == {"fwd_time_s": 0.5, "bound": "compute"}
+    assert row["environment"] == {"torch_version": "2.13.0"}
+    assert (row["suite"], row["model"], row["hardware"], row["source"], row["status"]) == \
+        ("block", "gpt2-xl", "cpu", "measured", "ok")
+    assert row["study"] == "transformer-block" and row["error"] is None and row["created_at"]
+    # reopened from disk
+    with ResultsDB(tmp_path / "r.db") as db:
+        assert db.get(key) == row
+        assert db.get("f" * 64) is None
+
+
+def test_upsert_replaces(tmp_path):
+    with ResultsDB(tmp_path / "r.db") as db:
+        k1 = db.record(POINT, status="error", error="boom")
+        k2 = db.record(POINT, metrics={"fwd_time_s": 0.25})
+        assert k1 == k2 and db.count() == 1
+        row = db.get(k1)
+        assert row["status"] == "ok" and row["error"] is None and row["metrics"]["fwd_time_s"] == 0.25
+
+
+def test_query_filters_and_shared_points(tmp_path):
+    with ResultsDB(tmp_path / "r.db") as db:
+        db.record(POINT, study="a")
+        db.record({**POINT, "batch": 16}, study="a", status="oom", error="out of memory")
+        db.record({**POINT, "model": "gpt2-small"}, source="predicted", study="b")
+        db.record(POINT, study="b")  # the same point in a second study: one row, in both studies
+        assert db.count() == 3
+        assert len(db.query(study="a")) == 2 and len(db.query(study="b")) == 2
+        assert [r["point"]["batch"] for r in db.query(status="oom")] == [16]
+        assert len(db.query(source="predicted")) == 1
+        assert len(db.query(model="gpt2-xl", source="measured")) == 2
+        assert db.query(hardware="h100-sxm") == []
+        assert db.studies() == {"a": 2, "b": 2}
+
+
+def test_bad_source_or_status(tmp_path):
+    with ResultsDB(tmp_path / "r.db") as db:
+        with pytest.raises(ValueError, match="source"):
+            db.record(POINT, source="guessed")
+        with pytest.raises(ValueError, match="status"):
+            db.record(POINT, status="maybe")
+        assert db.count() == 0
+
+
+def test_wal_mode(tmp_path):
+    with ResultsDB(tmp_path / "r.db") as db:
+        assert db.journal_mode == "wal"
+        db.record(POINT)
+    con = sqlite3.connect(tmp_path / "r.db")
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # persistent in the file
+    con.close()
+
+
+def test_path_from_env_then_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMBENCH_DB", str(tmp_path / "env.db"))
+    with ResultsDB() as db:
+        assert db.path == tmp_path / "env.db"
+    monkeypatch.delenv("LLMBENCH_DB")
+    monkeypatch.chdir(tmp_path)
+    with ResultsDB() as db:
+        assert db.path.name == "llmbench-results.db"
+    assert (tmp_path / "llmbench-results.db").exists()
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from llmbench.results import ResultsDB
+    path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with ResultsDB(path) as db:
+        for i in range(n):
+            db.record({"suite": "fake", "model": tag, "hardware": "cpu", "i": i},
+                      metrics={"i": i, "pad": "x" * 2000}, study=tag)
+            db.record({"suite": "fake", "model": "shared", "hardware": "cpu", "i": i % 5},
+                      metrics={"writer": tag})
+""")
+
+
+def test_concurrent_writer_processes(tmp_path):
+    db_path = tmp_path / "c.db"
+    n = 150
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(db_path), tag, str(n)],
+                              stderr=subprocess.PIPE, text=True) for tag in ("w1", "w2")]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    with ResultsDB(db_path) as db:
+        assert len(db.query(model="w1")) == n and len(db.query(model="w2")) == n
+        assert len(db.query(model="shared")) == 5  # upserts from both writers, no duplicates
+        assert db.integrity_check() == "ok"
+
+
+_KILLED = textwrap.dedent("""
+    import sys
+    from llmbench.results import ResultsDB
+    with ResultsDB(sys.argv[1]) as db:
+        i = 0
+        while True:
+            db.record({"suite": "fake", "model": "m", "hardware": "cpu", "i": i},
+                      metrics={"i": i, "pad": "y" * 20000})
+            if i == 20:
+                print("ready", flush=True)
+            i += 1
+""")
+
+
+def test_sigkill_mid_write_leaves_whole_rows(tmp_path):
+    db_path = tmp_path / "k.db"
+    p = subprocess.Popen([sys.executable, "-c", _KILLED, str(db_path)], stdout=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.2)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    with ResultsDB(db_path) as db:
+        assert db.integrity_check() == "ok"
+        rows = db.query()
+        assert len(rows) > 20
+        idx = sorted(r["point"]["i"] for r in rows)
+        assert idx == list(range(len(idx)))  # a prefix: no hole, no half row
+        assert all(r["metrics"] == {"i": r["point"]["i"], "pad": "y" * 20000} for r in rows)
+
+
+def test_record_published_is_idempotent(tmp_path):
+    with ResultsDB(tmp_path / "p.db") as db:
+        keys = record_published(db)
+        assert keys == record_published(db)
+        n_rows = len(published_rows())
+        assert db.count() == n_rows == len(keys) and n_rows > 30
+        rows = {r["point"]["published_id"]: r for r in db.query(source="published")}
+    row = rows["cs2-bert-base-2048"]  # arXiv:2409.00287: BERT-base peak on CS-2
+    assert row["metrics"] == {"samples_per_s": 14000}
+    assert (row["model"], row["hardware"], row["point"]["batch"]) == ("bert-base", "cs2", 2048)
+    assert row["environment"]["reference"].startswith("arXiv:2409.00287")
+    assert rows["emani-sparsity-gpt2xl"]["metrics"] == {"s0.9_over_dense": "1.8-2.0"}  # a range stays text
