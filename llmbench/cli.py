@@ -49,6 +49,14 @@ def _json_default(o):
     return str(o)
 
 
+def console():
+    """A rich Console; 120 columns when the output is not a terminal (pipes, docs, CI logs)."""
+    from rich.console import Console
+
+    c = Console()
+    return c if c.is_terminal else Console(width=120)
+
+
 def _fmt_num(x: float) -> str:
     for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(x) >= div:
@@ -95,16 +103,16 @@ def models_list(json_out: bool = typer.Option(False, "--json", help="JSON output
              "max_seq_len": s.max_seq_len, "source": s.source} for s in presets().values()]
     if json_out:
         return emit_json(rows)
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title="llmbench models")
     for col in ("name", "family", "params", "layers", "d_model", "heads", "vocab", "context"):
-        t.add_column(col, justify="left" if col in ("name", "family") else "right")
+        t.add_column(col, justify="left" if col in ("name", "family") else "right",
+                     no_wrap=True)
     for r in rows:
         t.add_row(r["name"], r["family"], _fmt_num(r["params"]), str(r["n_layers"]), str(r["d_model"]),
                   str(r["n_heads"]), str(r["vocab_size"]), str(r["max_seq_len"]))
-    Console().print(t)
+    console().print(t)
 
 
 @models_app.command("show")
@@ -116,7 +124,6 @@ def models_show(name: str = typer.Argument(..., help="preset name or path to a H
     info = model_summary(get_model(name))
     if json_out:
         return emit_json(info)
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=info["name"], show_header=False)
@@ -136,7 +143,7 @@ def models_show(name: str = typer.Argument(..., help="preset name or path to a H
     t.add_row("source", info["source"])
     if info["notes"]:
         t.add_row("notes", info["notes"])
-    Console().print(t)
+    console().print(t)
 
 
 # ---------------------------------------------------------------- hardware
@@ -155,7 +162,6 @@ def hardware_list(json_out: bool = typer.Option(False, "--json", help="JSON outp
                      "memory_bandwidth_bytes_per_s": mem.bandwidth_bytes_per_s})
     if json_out:
         return emit_json(rows)
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title="llmbench hardware (dense peaks)")
@@ -169,7 +175,7 @@ def hardware_list(json_out: bool = typer.Option(False, "--json", help="JSON outp
         t.add_row(r["name"], r["display_name"], r["kind"], tf(r["peak_bf16_flops"]), tf(r["peak_fp32_flops"]),
                   r["memory_name"], f"{r['memory_bytes'] / 1e9:,.1f}",
                   f"{r['memory_bandwidth_bytes_per_s'] / 1e12:,.2f}")
-    Console().print(t)
+    console().print(t)
 
 
 @hardware_app.command("show")
@@ -182,10 +188,9 @@ def hardware_show(name: str = typer.Argument(..., help="hardware name, e.g. a100
     info = hw.to_dict()
     if json_out:
         return emit_json(info)
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = console()
     t = Table(title=f"{hw.display_name} ({hw.name})", show_header=False)
     t.add_column("key")
     t.add_column("value")
