@@ -1,0 +1,119 @@
+"""Can this point run here? Device facts, a memory estimate from models/ counting, skip reasons.
+
+    from llmbench.studies.feasibility import local_device, skip_reason
+    skip_reason(point, local_device("cpu"))   # -> None, or one line saying why not
+
+No torch import for the CPU (the facts come from /proc and os); an accelerator is described through
+llmbench.measure.device, which imports torch.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# CPU matmul in half precision has no fast kernels here: bf16 ~250x slower than fp32 (measured,
+# docs/measure.md), so such points are skipped unless --force.
+SLOW_ON_CPU = ("bf16", "fp16")
+UNSUPPORTED = {"cbf16": "cbf16 is the Cerebras CS-2 format; no PyTorch device runs it",
+               "fp8": "fp8 training is not measured by the PyTorch suites"}
+MEMORY_HEADROOM = 0.9  # use at most 90% of the free memory: allocator slack, fragmentation
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalDevice:
+    device: str
+    """torch device string: cpu, cuda:0, ..."""
+    type: str
+    hardware: str
+    """the `hardware` of measured points: 'cpu' or the accelerator's profile name"""
+    name: str
+    memory_bytes: float | None
+    """memory one point may use: free RAM on a CPU, device memory on an accelerator"""
+    count: int
+    """processes/devices a data-parallel point may use"""
+
+
+def _meminfo_available() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def local_device(device: str | None = None) -> LocalDevice:
+    """Facts about the device the study runs on ('auto'/None picks the accelerator if any)."""
+    if device and device.split(":")[0] == "cpu":
+        from llmbench.results.environment import cpu_model
+
+        return LocalDevice(device="cpu", type="cpu", hardware="cpu", name=cpu_model(),
+                           memory_bytes=_meminfo_available(), count=os.cpu_count() or 1)
+    from llmbench.measure import device as dev  # torch
+
+    d = dev.resolve(device or "auto")
+    if d.type == "cpu":
+        return local_device("cpu")
+    import torch
+
+    mod = getattr(torch, d.type, None)
+    count = int(mod.device_count()) if mod is not None and hasattr(mod, "device_count") else 1
+    total = dev.total_memory_bytes(d)
+    return LocalDevice(device=str(d), type=d.type, hardware=dev.profile_name(d),
+                       name=dev.device_name(d), memory_bytes=total, count=count)
+
+
+def estimate_memory_bytes(point: dict) -> float:
+    """Bytes one replica of the point needs: model state (weights, gradients, fp32 master and
+    Adam moments: ZeRO Sec. 3.1) plus saved activations (Korthikanti et al. 2022) plus logits."""
+    from llmbench.models.counting import (
+        activation_bytes_per_layer, dtype_bytes, kv_cache_bytes_per_token, param_breakdown,
+        param_count, training_memory_bytes,
+    )
+    from llmbench.studies.spec import model_spec
+
+    spec = model_spec(point)
+    p = point.get("precision", "fp32")
+    s = dtype_bytes(p)
+    b, t = point["batch"], point["seq"]
+    act = activation_bytes_per_layer(spec, b, t, p)
+    suite = point["suite"]
+    if suite == "block":
+        layer_params = param_breakdown(spec)["layers"] / spec.n_layers
+        return layer_params * s * 2 + act * 2  # weights + grads; activations + their grads
+    if suite == "infer":
+        gen = point.get("gen_len", 0) or 0
+        kv = b * (t + gen) * kv_cache_bytes_per_token(spec, p) if gen else 0.0
+        return param_count(spec) * s + 2 * b * t * max(spec.d_ff, spec.d_model) * s + kv \
+            + b * spec.vocab_size * 4.0 * (t if spec.head in ("lm", "mlm") else 0)
+    logits = b * t * spec.vocab_size * (s + 4.0) if spec.head in ("lm", "mlm") else 0.0
+    return training_memory_bytes(spec, p)["total"] + spec.n_layers * act + logits
+
+
+def skip_reason(point: dict, local: LocalDevice, *, force: bool = False) -> str | None:
+    """None when the point can run here, else one line saying why not."""
+    p = point.get("precision", "fp32")
+    if p in UNSUPPORTED:
+        return UNSUPPORTED[p]
+    if local.type == "cpu" and p == "tf32":
+        return "tf32 is a tensor-core mode; the CPU has none"
+    devices = int(point.get("devices", 1) or 1)
+    if devices > local.count:
+        unit = "CPU cores" if local.type == "cpu" else f"{local.type} devices"
+        return f"needs {devices} data-parallel processes; this machine has {local.count} {unit}"
+    if local.memory_bytes:
+        need = estimate_memory_bytes(point)
+        # on a CPU the replicas share the RAM; on accelerators each has its own memory
+        need_here = need * (devices if local.type == "cpu" else 1)
+        have = local.memory_bytes * MEMORY_HEADROOM
+        if need_here > have:
+            return (f"needs ~{need_here / 2**30:,.1f} GiB (model state + activations, estimated), "
+                    f"{have / 2**30:,.1f} GiB usable on {local.hardware}")
+    if local.type == "cpu" and p in SLOW_ON_CPU and not force:
+        return f"{p} on a CPU is ~250x slower than fp32 (no fast half-precision GEMM); --force runs it"
+    return None
