@@ -6,12 +6,23 @@
     hw.tier("hbm").bandwidth_bytes_per_s
 
 Every number in a catalog file carries a source (the `sources` table, keyed by field path).
+Measured or calibrated values live outside the package, in $LLMBENCH_HOME/hardware/<name>.json
+(default ~/.llmbench), and are laid over the shipped file by catalog() / get_hardware():
+
+    from llmbench.hardware import save_profile
+    save_profile("cpu", {"peak_flops": {"fp32": 1.1e11}})   # what `llmbench measure ceilings` does
+
+See docs/hardware.md; `llmbench hardware list` prints the table.
 """
 from __future__ import annotations
 
+import copy
 import difflib
+import json
+import os
+import tempfile
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -83,6 +94,8 @@ class HardwareSpec:
     sources: dict[str, str] = field(default_factory=dict)
     """field path -> where the number comes from"""
     notes: str = ""
+    overlay: str = ""
+    """path of the measured/calibrated profile applied on top of the shipped file ('' if none)"""
 
     def __post_init__(self) -> None:
         for dt, v in {**self.peak_flops, **self.peak_flops_sparse}.items():
@@ -126,6 +139,7 @@ class HardwareSpec:
             "default_mode_train": self.default_mode_train,
             "default_mode_infer": self.default_mode_infer,
             "efficiency": dict(self.efficiency), "sources": dict(self.sources), "notes": self.notes,
+            "overlay": self.overlay,
         }
 
 
@@ -137,20 +151,189 @@ def from_dict(data: dict) -> HardwareSpec:
     return HardwareSpec(**data)
 
 
-def load_file(path: Path) -> HardwareSpec:
+def _read_toml(path: Path) -> dict:
     try:
-        return from_dict(tomllib.loads(Path(path).read_text()))
-    except (TypeError, tomllib.TOMLDecodeError) as e:
+        return tomllib.loads(Path(path).read_text())
+    except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{Path(path).name}: {e}") from None
 
 
+def _build(data: dict, origin: str) -> HardwareSpec:
+    try:
+        return from_dict(data)
+    except TypeError as e:
+        raise ValueError(f"{origin}: {e}") from None
+
+
+def load_file(path: Path) -> HardwareSpec:
+    return _build(_read_toml(path), Path(path).name)
+
+
+# ---------------------------------------------------------------- measured / calibrated overlay
+#
+# $LLMBENCH_HOME/hardware/<name>.json (default ~/.llmbench) holds fields that replace the shipped
+# catalog values: measured ceilings (`llmbench measure ceilings` -> save_profile("cpu", ...)),
+# calibrated efficiency factors, corrected peaks.  Merge rules (see docs/hardware.md):
+#   - tables (peak_flops, peak_flops_sparse, efficiency, sources, interconnect): key by key;
+#   - memory_tiers: by tier name (fields of a known tier are replaced, a new tier is appended);
+#   - anything else: replaced.
+# A number set by a profile without its own `sources` entry is sourced to the profile file.
+
+_TABLES = ("peak_flops", "peak_flops_sparse", "efficiency", "sources", "interconnect")
+_FIELDS = {f.name for f in fields(HardwareSpec)}
+
+
+def llmbench_home() -> Path:
+    """$LLMBENCH_HOME, default ~/.llmbench (measured profiles live under hardware/)."""
+    return Path(os.environ.get("LLMBENCH_HOME") or Path.home() / ".llmbench").expanduser()
+
+
+def profile_path(name: str) -> Path:
+    return llmbench_home() / "hardware" / f"{name}.json"
+
+
+def numeric_paths(data: dict, prefix: str = "") -> list[str]:
+    """Source keys of every number in a spec dict: 'peak_flops.bf16', 'memory_tiers.hbm.capacity_bytes'."""
+    out = []
+    for key, value in data.items():
+        if not prefix and key == "sources":
+            continue
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)):
+            out.append(path)
+        elif isinstance(value, dict):
+            out += numeric_paths(value, path)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, dict):
+                    rest = {k: v for k, v in item.items() if k not in ("name", "role")}
+                    out += numeric_paths(rest, f"{path}.{item.get('name', '?')}")
+    return out
+
+
+def merge_overrides(base: dict, overrides: dict, origin: str = "profile") -> dict:
+    """The spec dict `base` with `overrides` laid on top (rules above); `base` is not changed."""
+    unknown = sorted(set(overrides) - _FIELDS)
+    if unknown:
+        raise ValueError(f"{origin}: unknown hardware field(s) {', '.join(unknown)}")
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if key == "memory_tiers":
+            out[key] = _merge_tiers(out.get(key, []), value, origin)
+        elif key in _TABLES and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = copy.deepcopy(value)
+    sources = out.setdefault("sources", {})
+    given = overrides.get("sources", {})
+    for path in numeric_paths(overrides):
+        if path not in given:
+            sources[path] = f"measured/calibrated profile {origin}"
+    return out
+
+
+def _merge_tiers(base: list, new: list, origin: str) -> list:
+    if not isinstance(new, list) or not all(isinstance(t, dict) and "name" in t for t in new):
+        raise ValueError(f"{origin}: memory_tiers must be a list of tables with a 'name'")
+    tiers = [dict(t) for t in base]
+    by_name = {t["name"]: t for t in tiers}
+    for t in new:
+        if t["name"] in by_name:
+            by_name[t["name"]].update(t)
+        else:
+            tiers.append(dict(t))
+            by_name[t["name"]] = tiers[-1]
+    return tiers
+
+
+def _read_profile(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"hardware profile {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"hardware profile {path}: expected a JSON object of fields")
+    return data
+
+
+def _with_profile(name: str, base: dict | None) -> HardwareSpec | None:
+    """The shipped spec dict `base` (None: not in the catalog) with its profile applied, if any."""
+    path = profile_path(name)
+    if not path.is_file():
+        return _build(base, f"{name}.toml") if base is not None else None
+    data = merge_overrides(base or {"name": name}, _read_profile(path), str(path))
+    data["overlay"] = str(path)
+    return _build(data, str(path))
+
+
+def save_profile(name: str, overrides: dict, replace: bool = False) -> Path:
+    """Write $LLMBENCH_HOME/hardware/<name>.json atomically and return its path.
+
+    Merges into an existing profile unless `replace`; the result must still build a valid
+    HardwareSpec (a profile for a name not in the catalog must give every required field)."""
+    name = name.strip().lower()
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"bad hardware name for a profile: {name!r}")
+    path = profile_path(name)
+    current = {} if replace or not path.is_file() else _read_profile(path)
+    merged = merge_overrides(current, overrides, str(path))
+    merged.pop("overlay", None)
+    shipped = _shipped().get(name)
+    _build(merge_overrides(shipped or {"name": name}, merged, str(path)), str(path))  # validate
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.", suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(merged, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    clear_cache()
+    return path
+
+
+def delete_profile(name: str) -> bool:
+    """Remove a saved profile; True if there was one."""
+    path = profile_path(name.strip().lower())
+    existed = path.is_file()
+    path.unlink(missing_ok=True)
+    clear_cache()
+    return existed
+
+
 @lru_cache(maxsize=1)
-def catalog() -> dict[str, HardwareSpec]:
+def _shipped() -> dict[str, dict]:
     out = {}
     for path in sorted(CATALOG_DIR.glob("*.toml")):
-        hw = load_file(path)
-        out[hw.name] = hw
+        data = _read_toml(path)
+        out[data.get("name", path.stem)] = data
     return out
+
+
+@lru_cache(maxsize=8)
+def _catalog(home: str) -> dict[str, HardwareSpec]:
+    out = {name: _with_profile(name, data) for name, data in _shipped().items()}
+    profiles = Path(home) / "hardware"
+    if profiles.is_dir():
+        for path in sorted(profiles.glob("*.json")):
+            if path.stem not in out:
+                out[path.stem] = _with_profile(path.stem, None)
+    return out
+
+
+def catalog() -> dict[str, HardwareSpec]:
+    """Every device: shipped catalog files with $LLMBENCH_HOME/hardware/*.json applied (cached)."""
+    return _catalog(str(llmbench_home()))
+
+
+def clear_cache() -> None:
+    """Forget the cached catalog (after editing catalog files or profiles by hand)."""
+    _shipped.cache_clear()
+    _catalog.cache_clear()
 
 
 def get_hardware(name: str) -> HardwareSpec:
@@ -158,7 +341,7 @@ def get_hardware(name: str) -> HardwareSpec:
     key = name.strip().lower()
     if key in table:
         return table[key]
-    hits = [n for n in table if key in n]
+    hits = [n for n in table if key and key in n]
     if len(hits) == 1:
         return table[hits[0]]
     near = hits or difflib.get_close_matches(key, list(table), n=3, cutoff=0.4)
