@@ -1,0 +1,337 @@
+"""StreamingExecutor: train a model whose weights live in a ParameterStore, streaming them to the
+compute device one layer at a time (the Cerebras weight-streaming execution, on torch).
+
+    ex = StreamingExecutor(skeleton, store, device=torch.device("cpu"), prefetch=1)
+    loss = ex.train_step(idx, targets)
+
+The model is wrapped from outside: `embed`, each `blocks[i]` and `head` run through
+`torch.func.functional_call` with weights the executor materialised; the model's own parameters
+may live on the meta device (no memory). One step:
+
+  forward   ends (embeddings + head, kept for the step), then block 0 .. L-1: each block's weights
+            are materialised as one flat leaf tensor, used, then its storage is freed
+            (`untyped_storage().resize_(0)`, as FSDP does); the autograd graph and the activations
+            stay on the device, holding views of the freed storage.
+  backward  the head's backward, then block L-1 .. 0: block i's storage is re-filled with the same
+            weights (re-streamed, through an alias so autograd's version counters stay valid),
+            `torch.autograd.backward(out_i, grad_out_i)`, the flat gradient streams back to the store
+            and the store-side AdamW of block i runs on a worker thread while block i-1's backward
+            computes. The last block stays resident across the turn.
+
+A loader thread runs the schedule `prefetch` layers ahead (on an accelerator it copies from pinned
+host memory on a side stream; on CPU the background thread itself copies). No recomputation: the
+forward's activations are kept, so the streamed step does the resident step's FLOPs exactly.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from llmbench.streaming import sparse as sp
+from llmbench.streaming.store import ParameterStore
+
+
+def group_params(model: nn.Module) -> dict[str, dict[str, nn.Parameter]]:
+    """Stream groups of a Transformer (embed / blocks / head): `ends` = embedding + head
+    parameters (tied ones once), then `block.i`. Keys are the model's parameter names."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    ends = {}
+    for part in (model.embedding, model.head_module):
+        for p in part.parameters():
+            ends.setdefault(names[id(p)], p)
+    groups = {"ends": ends}
+    for i, block in enumerate(model.blocks):
+        groups[f"block.{i}"] = {names[id(p)]: p for p in block.parameters()}
+    return groups
+
+
+class DeviceAccount:
+    """Bytes of weights and gradients materialised on the compute device, counted at each
+    allocation and free (on CPU the 'device' copy is a separate tensor, counted the same way)."""
+
+    def __init__(self, budget_bytes: int | None = None):
+        self.budget_bytes = budget_bytes
+        self.weight_bytes = self.grad_bytes = 0
+        self.weight_bytes_peak = self.grad_bytes_peak = self.total_bytes_peak = 0
+        self._lock = threading.Lock()
+
+    def add(self, weight: int = 0, grad: int = 0) -> None:
+        with self._lock:
+            self.weight_bytes += weight
+            self.grad_bytes += grad
+            self.weight_bytes_peak = max(self.weight_bytes_peak, self.weight_bytes)
+            self.grad_bytes_peak = max(self.grad_bytes_peak, self.grad_bytes)
+            total = self.weight_bytes + self.grad_bytes
+            self.total_bytes_peak = max(self.total_bytes_peak, total)
+            if self.budget_bytes is not None and total > self.budget_bytes:
+                raise ValueError(f"streamed weights and gradients need {total:,} bytes on the device, "
+                                 f"over --device-memory-budget {self.budget_bytes:,}")
+
+
+class StreamingExecutor:
+    """Layer-by-layer forward/backward over a ParameterStore (rank 0) or a SwarmComm (all ranks)."""
+
+    def __init__(self, model: nn.Module, store: ParameterStore | None, *, device: torch.device,
+                 prefetch: int = 1, comm=None, budget_bytes: int | None = None,
+                 record_digests: bool = False):
+        if prefetch < 0:
+            raise ValueError(f"--prefetch must be >= 0, got {prefetch}")
+        self.model, self.store, self.device, self.prefetch, self.comm = model, store, device, prefetch, comm
+        self.owner = comm is None or comm.rank == 0
+        if self.owner and store is None:
+            raise ValueError("the store owner (rank 0) needs a ParameterStore")
+        self.groups = list(group_params(model))
+        self.layout = {g: [(n, tuple(p.shape), p.numel()) for n, p in ps.items()]
+                       for g, ps in group_params(model).items()}
+        self.numel = {g: sum(n for *_, n in sl) for g, sl in self.layout.items()}
+        self.n_layers = len(model.blocks)
+        self.account = DeviceAccount(budget_bytes)
+        self.record_digests = record_digests
+        self._local_names(model)
+        self._sparse_setup()
+        self._accel = device.type != "cpu"
+        if self._accel:
+            mod = torch.get_device_module(device)
+            self._mod, self._side = mod, mod.Stream(device)
+            self._grad_stream = mod.Stream(device)
+        self._permits = threading.Semaphore(prefetch + 1)
+        self._work: queue.Queue = queue.Queue()
+        self._ready: queue.Queue = queue.Queue()
+        self._released: dict[str, threading.Event] = {}
+        self._flats: dict[str, torch.Tensor] = {}
+        self._opt = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-optimizer")
+        self._futures = []
+        self.reset_stats()
+        self._thread = threading.Thread(target=self._loader, name="stream-loader", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ set-up
+
+    def _local_names(self, model: nn.Module) -> None:
+        """For each submodule we call: its local parameter name -> the group's (global) name."""
+        glob = {id(p): n for n, p in model.named_parameters()}
+        self._local = {}
+        for key, mod in [("embed", model.embedding), ("head", model.head_module)] + \
+                [(f"block.{i}", b) for i, b in enumerate(model.blocks)]:
+            self._local[key] = {ln: glob[id(p)] for ln, p in mod.named_parameters(remove_duplicate=False)}
+
+    def _sparse_setup(self) -> None:
+        self._mask_dev: dict[str, torch.Tensor] = {}
+        self._bits: dict[str, torch.Tensor] = {}
+        masks = {g: self.store.mask(g) if self.store is not None else None for g in self.groups}
+        if self.comm is not None and any(m is not None for m in masks.values()):
+            raise ValueError("--sparsity with data parallel is not supported (the broadcast is dense)")
+        for g, m in masks.items():
+            if m is not None:
+                self._bits[g] = sp.pack_bits(m)
+                self._mask_dev[g] = m.to(self.device)
+
+    def reset_stats(self) -> None:
+        self.stats = {"weight_bytes_in": 0, "grad_bytes_out": 0, "stream_wait_s": 0.0,
+                      "optimizer_wait_s": 0.0, "steps": 0}
+        self.digests: list[str] = []
+
+    # ------------------------------------------------------------ the loader (store -> device)
+
+    def _loader(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            group, phase = item
+            try:
+                if group != "ends":
+                    self._permits.acquire()
+                if phase == "bwd":
+                    self._released[group].wait()
+                self._ready.put((group, self._materialise(group, self._flats.get(group) if phase == "bwd" else None)))
+            except BaseException as e:  # hand it to the main thread
+                self._ready.put((group, e))
+
+    def _materialise(self, group: str, flat: torch.Tensor | None):
+        n = self.numel[group]
+        fresh = flat is None
+        if fresh:
+            flat = torch.empty(n, dtype=torch.float32, device=self.device)
+        else:
+            flat.untyped_storage().resize_(n * 4)
+        self.account.add(weight=n * 4)
+        alias = torch.empty(0, dtype=torch.float32, device=self.device).set_(
+            flat.untyped_storage(), 0, (n,), (1,))
+        event = None
+        if self._accel:
+            with self._mod.stream(self._side):
+                self._fill(group, alias)
+                event = self._side.record_event()
+        else:
+            self._fill(group, alias)
+        if fresh:
+            flat.requires_grad_(True)
+        return flat, event
+
+    def _fill(self, group: str, alias: torch.Tensor) -> None:
+        """Copy the committed weights into `alias` (rank 0), then broadcast them (data parallel)."""
+        bits = self._bits.get(group)
+        if self.owner:
+            src = self.store.weights(group)
+            if bits is not None:
+                values, bits = sp.encode(src, self.store.mask(group), bits)
+                self.stats["weight_bytes_in"] += sp.payload_bytes(values, bits)
+                dev_vals = values.to(self.device, non_blocking=True) if self._accel else values.clone()
+                dev_bits = bits.to(self.device, non_blocking=True) if self._accel else bits.clone()
+                sp.decode_into(alias, dev_vals, dev_bits)
+            else:
+                self.stats["weight_bytes_in"] += src.numel() * 4
+                if self._accel and not src.is_pinned():
+                    src = src.pin_memory()
+                alias.copy_(src, non_blocking=self._accel)
+        if self.comm is not None:
+            self.comm.broadcast(alias)
+            if not self.owner:
+                self.stats["weight_bytes_in"] += self._wire_bytes(group)
+
+    def _wire_bytes(self, group: str) -> int:
+        return self.numel[group] * 4
+
+    def _take(self, group: str) -> torch.Tensor:
+        t0 = time.perf_counter()
+        got, result = self._ready.get()
+        self.stats["stream_wait_s"] += time.perf_counter() - t0
+        if isinstance(result, BaseException):
+            raise result
+        if got != group:
+            raise RuntimeError(f"loader out of order: wanted {group}, got {got}")
+        flat, event = result
+        if event is not None:
+            cur = self._mod.current_stream(self.device)
+            cur.wait_event(event)
+            flat.record_stream(cur)
+        self._flats[group] = flat
+        return flat
+
+    def _free_weights(self, group: str, flat: torch.Tensor) -> None:
+        flat.untyped_storage().resize_(0)
+        self.account.add(weight=-self.numel[group] * 4)
+        if group != "ends":
+            self._permits.release()
+
+    def _views(self, key: str, flats: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """local name -> view of the group's flat weights, for functional_call"""
+        out = {}
+        for g, flat in flats.items():
+            parts = torch.split(flat, [n for *_, n in self.layout[g]])
+            byname = {name: t.view(shape) for (name, shape, _), t in zip(self.layout[g], parts)}
+            out.update(byname)
+        return {ln: out[gn] for ln, gn in self._local[key].items()}
+
+    # ------------------------------------------------------------ gradients (device -> store)
+
+    def _grad_out(self, group: str, flat: torch.Tensor) -> None:
+        grad = flat.grad
+        flat.grad = None
+        mask = self._mask_dev.get(group)
+        payload = grad[mask] if mask is not None else grad
+        if self.comm is not None:  # reduce on the device (NCCL needs device tensors), then copy
+            payload = self.comm.reduce_mean(payload)
+        event = None
+        if self._accel and self.owner:
+            with self._mod.stream(self._grad_stream):
+                self._grad_stream.wait_stream(self._mod.current_stream(self.device))
+                payload = payload.to("cpu", non_blocking=True)
+                event = self._grad_stream.record_event()
+        self.stats["grad_bytes_out"] += payload.numel() * 4
+        self.account.add(grad=-grad.numel() * 4)
+        if self.owner:
+            self._futures.append(self._opt.submit(self._update, group, payload, event))
+
+    def _update(self, group: str, payload: torch.Tensor, event) -> None:
+        if event is not None:
+            event.synchronize()
+        mask = self.store.mask(group)
+        if mask is not None:
+            dense = torch.zeros(self.numel[group], dtype=torch.float32)
+            dense[mask] = payload.cpu()
+            payload = dense
+        self.store.update(group, payload.cpu())
+
+    # ------------------------------------------------------------ one step
+
+    def train_step(self, idx: torch.Tensor, targets: torch.Tensor) -> float:
+        L = self.n_layers
+        self._released = {f"block.{i}": threading.Event() for i in range(L)}
+        for item in [("ends", "fwd")] + [(f"block.{i}", "fwd") for i in range(L)] + \
+                [(f"block.{i}", "bwd") for i in range(L - 2, -1, -1)]:
+            self._work.put(item)
+        m = self.model
+        ends = self._take("ends")
+        x0 = functional_call(m.embedding, self._views("embed", {"ends": ends}), (idx,))
+        x, acts = x0.detach(), []
+        for i in range(L):
+            g = f"block.{i}"
+            flat = self._take(g)
+            if self.record_digests:
+                self._digest(flat)
+            x_in = x.detach().requires_grad_(True)
+            out = functional_call(m.blocks[i], self._views(g, {g: flat}), (x_in,))
+            acts.append((x_in, out))
+            if i < L - 1:
+                self._free_weights(g, flat)
+                self._released[g].set()
+            x = out
+        h = x.detach().requires_grad_(True)
+        logits = functional_call(m.head_module, self._views("head", {"ends": ends}), (h,))
+        loss = m.loss(logits, targets)
+        del logits
+        self._backward(loss, ends, grad_bytes=self.numel["ends"] * 4)
+        grad = h.grad
+        for i in range(L - 1, -1, -1):
+            g = f"block.{i}"
+            flat = self._take(g) if i < L - 1 else self._flats[g]
+            x_in, out = acts[i]
+            acts[i] = None
+            self._backward(out, flat, grad, grad_bytes=self.numel[g] * 4)
+            grad = x_in.grad
+            self._grad_out(g, flat)
+            self._free_weights(g, flat)
+        self._backward(x0, None, grad)
+        self._grad_out("ends", ends)
+        self._free_weights("ends", ends)
+        return self._finish_step(loss.detach())
+
+    def _backward(self, out, flat, grad=None, grad_bytes=0) -> None:
+        if grad_bytes:
+            self.account.add(grad=grad_bytes)
+        torch.autograd.backward(out, grad)
+
+    def _finish_step(self, loss: torch.Tensor) -> float:
+        if self.comm is not None:
+            loss = self.comm.mean_loss(loss)
+        value = float(loss)
+        t0 = time.perf_counter()
+        for f in self._futures:
+            f.result()
+        self._futures.clear()
+        self.stats["optimizer_wait_s"] += time.perf_counter() - t0
+        if self.owner:
+            self.store.commit(value)
+        if self.comm is not None:
+            self.comm.barrier()
+        self.stats["steps"] += 1
+        self._flats.clear()
+        return value
+
+    def _digest(self, flat: torch.Tensor) -> None:
+        import hashlib
+
+        self.digests.append(hashlib.sha1(flat.detach().cpu().numpy().tobytes()).hexdigest()[:16])
+
+    def close(self) -> None:
+        self._work.put(None)
+        self._thread.join(timeout=10)
+        self._opt.shutdown(wait=True)
