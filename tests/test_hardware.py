@@ -227,8 +227,10 @@ def test_bad_profiles_are_refused_with_one_line(isolated_home):
         save_profile("cpu", {"peak_tflops": 3})
     with pytest.raises(ValueError, match="unknown dtype"):
         save_profile("cpu", {"peak_flops": {"int4": 1e12}})
-    with pytest.raises(ValueError, match="missing"):
-        save_profile("my-gpu", {"peak_flops": {"fp32": 1e12}})  # a new device needs every field
+    with pytest.raises(ValueError, match="memory tier"):
+        save_profile("my-gpu", {"peak_flops": {"fp32": 1e12}})  # a new device needs its memory
+    with pytest.raises(ValueError, match="positive"):
+        save_profile("cpu", {"memory_tiers": [{"name": "dram", "capacity_bytes": 0.0}]})
     assert not (isolated_home / "hardware" / "cpu.json").exists()
     (isolated_home / "hardware").mkdir(parents=True, exist_ok=True)
     (isolated_home / "hardware" / "cpu.json").write_text("{not json")
@@ -245,6 +247,13 @@ def test_profile_can_add_a_measured_device(isolated_home):
                                                  "bandwidth_bytes_per_s": 9e11}]})
     hw = get_hardware("local-gpu")
     assert hw.peak("fp32") == 3e13 and "local-gpu.json" in hw.sources["peak_flops.fp32"]
+    # what `llmbench measure ceilings` saves for an accelerator: peaks and one tier, no names
+    save_profile("nvidia-h200", {"peak_flops": {"bf16": 7.1e14},
+                                 "memory_tiers": [{"name": "hbm", "role": "hbm", "capacity_bytes": 1.4e11,
+                                                   "bandwidth_bytes_per_s": 4.0e12}]})
+    hw = get_hardware("nvidia-h200")
+    assert (hw.kind, hw.vendor, hw.display_name) == ("gpu", "local", "nvidia-h200 (measured)")
+    assert "nvidia-h200" in catalog() and get_hardware("h200-sxm").overlay == ""
 
 
 def test_cache_follows_llmbench_home(isolated_home, monkeypatch, tmp_path):

@@ -258,12 +258,24 @@ def _read_profile(path: Path) -> dict:
     return data
 
 
+def _apply(name: str, base: dict | None, profile: dict, origin: str) -> dict:
+    """`profile` over the shipped dict `base`; a device that is only measured (base None, e.g.
+    'nvidia-h200' from `llmbench measure ceilings`) gets display_name, vendor and kind defaults."""
+    data = merge_overrides(base or {"name": name}, profile, origin)
+    if base is None:
+        data.setdefault("display_name", f"{name} (measured)")
+        data.setdefault("vendor", "local")
+        roles = {t.get("role") for t in data.get("memory_tiers", [])}
+        data.setdefault("kind", "gpu" if "hbm" in roles else "cpu")
+    return data
+
+
 def _with_profile(name: str, base: dict | None) -> HardwareSpec | None:
     """The shipped spec dict `base` (None: not in the catalog) with its profile applied, if any."""
     path = profile_path(name)
     if not path.is_file():
         return _build(base, f"{name}.toml") if base is not None else None
-    data = merge_overrides(base or {"name": name}, _read_profile(path), str(path))
+    data = _apply(name, base, _read_profile(path), str(path))
     data["overlay"] = str(path)
     return _build(data, str(path))
 
@@ -272,7 +284,9 @@ def save_profile(name: str, overrides: dict, replace: bool = False) -> Path:
     """Write $LLMBENCH_HOME/hardware/<name>.json atomically and return its path.
 
     Merges into an existing profile unless `replace`; the result must still build a valid
-    HardwareSpec (a profile for a name not in the catalog must give every required field)."""
+    HardwareSpec. A name not in the catalog makes a measured-only device: it needs peak_flops and
+    memory_tiers; display_name, vendor ('local') and kind (gpu if it has an hbm tier, else cpu)
+    default when not given."""
     name = name.strip().lower()
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"bad hardware name for a profile: {name!r}")
@@ -280,8 +294,7 @@ def save_profile(name: str, overrides: dict, replace: bool = False) -> Path:
     current = {} if replace or not path.is_file() else _read_profile(path)
     merged = merge_overrides(current, overrides, str(path))
     merged.pop("overlay", None)
-    shipped = _shipped().get(name)
-    _build(merge_overrides(shipped or {"name": name}, merged, str(path)), str(path))  # validate
+    _build(_apply(name, _shipped().get(name), merged, str(path)), str(path))  # validate first
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.", suffix=".json.tmp")
     try:
