@@ -8,6 +8,9 @@ No torch at import time (the suites import it when a point runs).
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
@@ -149,7 +152,12 @@ def register(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             typer.echo("interrupted: every finished point is recorded; rerun the same command to "
                        "finish the study", err=True)
-            raise typer.Exit(130)
+            # The results DB is closed by now. Exit here: typer.Exit is returned (not raised) by
+            # click under standalone_mode=False, and a SystemExit reaching llmbench.cli.main
+            # meets its `except click.exceptions.Abort`, which typer's vendored click lacks.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         if json_out:
             from llmbench.cli import emit_json
 

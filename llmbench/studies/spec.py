@@ -141,8 +141,13 @@ def load_spec(path: str | Path) -> StudySpec:
     import yaml
 
     path = Path(path)
-    with open(path) as f:
-        data = yaml.safe_load(f)
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        line = f" line {where.line + 1}" if where else ""
+        raise ValueError(f"{path.name}:{line} is not valid YAML ({getattr(e, 'problem', e)})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a study spec is a YAML mapping")
     known = {"name", "title", "suite", "source", "description", "base", "grid", "published", "quick"}

@@ -1,0 +1,358 @@
+"""Study specs and the study runner: every shipped YAML parses and expands, skip logic, OOM and
+errors as results, resume after SIGINT/SIGKILL (a subprocess killed mid-study), CLI --json keys.
+
+The measure suites are replaced by a fast fake suite (a module written to tmp_path and selected
+with --suite-module), so these tests run in seconds and need no torch."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from llmbench.cli import main
+from llmbench.models import get_model
+from llmbench.results import ResultsDB
+from llmbench.results.published import published_rows
+from llmbench.studies.feasibility import LocalDevice, estimate_memory_bytes, skip_reason
+from llmbench.studies.runner import plan_study, run_study
+from llmbench.studies.spec import load_spec, model_spec, studies
+
+REPO = Path(__file__).resolve().parents[1]
+EXPECTED = {"transformer-block", "gpt2-seq-length", "gas", "sparsity", "dp-scaling",
+            "bert-train-batch", "bert-infer-batch", "genslm"}
+CPU = LocalDevice(device="cpu", type="cpu", hardware="cpu", name="test cpu",
+                  memory_bytes=16 * 2**30, count=2)
+GPU = LocalDevice(device="cuda:0", type="cuda", hardware="nvidia-h200", name="NVIDIA H200",
+                  memory_bytes=141e9, count=1)
+
+FAKE_SUITE = textwrap.dedent("""
+    import json, os, time
+    def run_suite(suite, config):
+        log = os.environ.get("FAKE_LOG")
+        tag = json.dumps(config, sort_keys=True)
+        if log:
+            with open(log, "a") as f:
+                f.write("start " + tag + "\\n")
+        time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+        if config["batch"] == int(os.environ.get("FAKE_OOM_BATCH", "-1")):
+            return {"status": "oom", "metrics": {}, "error": "CUDA out of memory (fake)",
+                    "environment": {"fake": True}}
+        if config["batch"] == int(os.environ.get("FAKE_RAISE_BATCH", "-1")):
+            raise RuntimeError("kernel exploded\\nsecond line")
+        if log:
+            with open(log, "a") as f:
+                f.write("end " + tag + "\\n")
+        t = 0.01 * config["batch"]
+        return {"status": "ok", "error": None, "environment": {"fake": True, "suite": suite},
+                "metrics": {"step_time_s": t, "tokens_per_s": config["batch"] * config["seq"] / t}}
+""")
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    (tmp_path / "fake_suite_mod.py").write_text(FAKE_SUITE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.log"))
+    return tmp_path
+
+
+def _calls(tmp_path, kind="start"):
+    log = tmp_path / "calls.log"
+    return [l for l in log.read_text().splitlines() if l.startswith(kind)] if log.exists() else []
+
+
+# ---------------------------------------------------------------- specs
+
+def test_every_study_is_shipped_and_parses():
+    specs = studies()
+    assert set(specs) == EXPECTED
+    published_ids = {r["id"] for r in published_rows()}
+    for name, s in specs.items():
+        assert s.source["paper"] in ("arXiv:2310.04607", "arXiv:2409.00287"), name
+        assert s.source.get("where"), name
+        assert set(s.published) <= published_ids, (name, set(s.published) - published_ids)
+        full, quick = s.points(), s.points(quick=True)
+        assert full and quick, name
+        assert s.quick["shrink"].strip(), name
+        for p in full + quick:
+            assert {"suite", "model", "batch", "seq", "precision", "steps"} <= set(p), (name, p)
+            model_spec(p)  # builds: preset exists, resize valid
+        # quick points are smaller (less memory) than the largest full point: they fit a CPU
+        assert max(map(estimate_memory_bytes, quick)) < max(map(estimate_memory_bytes, full)), name
+        assert all(p["precision"] == "fp32" for p in quick if s.suite != "block"), name
+        assert all(estimate_memory_bytes(p) < 2 * 2**30 for p in quick), name
+
+
+def test_transformer_block_grid_is_the_papers():
+    # arXiv:2310.04607 Sec. V-A: FP32/FP16/BF16 x batch 8..64 x seq 1024 at GPT-2 XL width 1600
+    pts = studies()["transformer-block"].points()
+    assert len(pts) == 12
+    assert {(p["precision"], p["batch"]) for p in pts} == \
+        {(pr, b) for pr in ("fp32", "fp16", "bf16") for b in (8, 16, 32, 64)}
+    assert {model_spec(p).d_model for p in pts} == {1600} and {p["seq"] for p in pts} == {1024}
+    quick = studies()["transformer-block"].points(quick=True)
+    assert {model_spec(p).d_model for p in quick} == {384}
+    assert quick[0]["resize"] == {"d_ff": 1536, "d_model": 384, "n_heads": 6, "n_kv_heads": 6}
+
+
+def test_grid_list_union_and_seq_extends_positions():
+    sp = studies()["sparsity"].points()
+    assert len(sp) == 12 and {p["model"] for p in sp} == {"gpt2-xl", "gpt3-6.7b", "gpt3-30b"}
+    assert {p["seq"] for p in sp if p["model"] == "gpt3-30b"} == {2048}
+    seq = studies()["gpt2-seq-length"].points()
+    assert get_model("gpt2-xl").max_seq_len == 1024
+    longest = max(seq, key=lambda p: p["seq"])
+    assert longest["seq"] == 8192 and model_spec(longest).max_seq_len == 8192
+    assert "resize" not in min(seq, key=lambda p: p["seq"])
+
+
+def test_bad_specs_are_one_line_errors(tmp_path):
+    def spec(text):
+        path = tmp_path / "s.yaml"
+        path.write_text(text)
+        return path
+
+    base = textwrap.dedent("""
+        name: t
+        title: t
+        suite: train
+        source: {paper: arXiv:0}
+        base: {model: gpt2-small, batch: 1, seq: 64}
+    """)
+    assert len(load_spec(spec(base + "grid: {grad_accum: [1, 2]}\n")).points()) == 2
+    with pytest.raises(ValueError, match="unknown keys"):
+        load_spec(spec(base + "extra: 1\n"))
+    with pytest.raises(ValueError, match="shrink"):
+        load_spec(spec(base + "quick: {base: {batch: 1}}\n"))
+    with pytest.raises(ValueError, match="suite"):
+        load_spec(spec(base.replace("suite: train", "suite: nope")))
+    with pytest.raises(ValueError, match="resize"):
+        load_spec(spec(base + "grid: {resize: {activation: relu}}\n")).points()
+    with pytest.raises(ValueError):
+        load_spec(spec(base + "grid: {resize: {d_model: 100}}\n")).points()  # 12 heads do not divide 100
+    with pytest.raises(ValueError, match="YAML"):
+        load_spec(spec(base + "grid: [unclosed\n"))
+
+
+# ---------------------------------------------------------------- skip logic
+
+def _pt(**kw):
+    p = {"suite": "train", "model": "gpt2-small", "batch": 2, "seq": 128, "precision": "fp32",
+         "devices": 1, "resize": {"n_layers": 2}}
+    p.update(kw)
+    return p
+
+
+def test_skip_reasons():
+    assert skip_reason(_pt(), CPU) is None
+    assert "250x" in skip_reason(_pt(precision="bf16"), CPU)
+    assert skip_reason(_pt(precision="bf16"), CPU, force=True) is None
+    assert skip_reason(_pt(precision="bf16"), GPU) is None
+    assert "Cerebras" in skip_reason(_pt(precision="cbf16"), GPU)
+    assert "tensor-core" in skip_reason(_pt(precision="tf32"), CPU)
+    assert "2 CPU cores" in skip_reason(_pt(devices=4), CPU)
+    assert skip_reason(_pt(devices=2), CPU) is None
+    assert "1 cuda devices" in skip_reason(_pt(devices=2), GPU)
+    # too large: GPT-3 30B needs ~16 bytes/param of model state (ZeRO Sec. 3.1), far over 16 GiB
+    big = {"suite": "train", "model": "gpt3-30b", "batch": 1, "seq": 2048, "precision": "bf16"}
+    assert "GiB" in skip_reason(big, CPU, force=True)
+    assert "GiB" in skip_reason(big, GPU)
+    assert skip_reason({**big, "model": "gpt2-xl", "seq": 1024}, GPU) is None
+
+
+def test_memory_estimate_grows_and_counts_model_state():
+    small = _pt(resize={})
+    # fp32 Adam: weights + grads + 2 moments = 16 bytes per parameter, at least
+    from llmbench.models.counting import param_count
+    assert estimate_memory_bytes(small) > 16 * param_count(get_model("gpt2-small"))
+    assert estimate_memory_bytes(_pt(batch=8)) > estimate_memory_bytes(_pt(batch=2))
+    assert estimate_memory_bytes(_pt(seq=512)) > estimate_memory_bytes(_pt(seq=128))
+    infer = _pt(suite="infer", model="bert-base", resize={})
+    assert estimate_memory_bytes(infer) < estimate_memory_bytes({**infer, "suite": "train"})
+
+
+# ---------------------------------------------------------------- runner (in process)
+
+def test_run_records_every_point_oom_and_errors_go_on(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_OOM_BATCH", "32")
+    monkeypatch.setenv("FAKE_RAISE_BATCH", "64")
+    db = tmp_path / "r.db"
+    s = run_study("transformer-block", quick=True, device="cpu", db=str(db),
+                  suite_module="fake_suite_mod", progress=False)
+    assert s["points"] == 12 and s["ran"] == 4 and s["skipped_now"] == 8
+    assert s["counts"] == {"ok": 2, "oom": 1, "error": 1, "skipped": 8}
+    by_batch = {(r["point"]["precision"], r["point"]["batch"]): r for r in s["results"]}
+    assert by_batch[("fp32", 32)]["status"] == "oom" and "out of memory" in by_batch[("fp32", 32)]["error"]
+    assert by_batch[("fp32", 64)]["error"] == "RuntimeError: kernel exploded"  # one line
+    assert "250x" in by_batch[("bf16", 8)]["error"]
+    ok = by_batch[("fp32", 8)]
+    assert ok["metrics"]["tokens_per_s"] == pytest.approx(8 * 256 / 0.08)
+    env = ok["environment"]
+    assert env["fake"] is True and env["study"] == "transformer-block" and env["quick"] is True
+    assert env["cpu_model"] and env["date"] and "python" in env
+    assert len(_calls(tmp_path)) == 4
+    # the suite got the point's workload plus the device, and nothing else
+    cfg = json.loads(_calls(tmp_path)[0].split(" ", 1)[1])
+    assert cfg == {"batch": 8, "device": "cpu", "model": "gpt2-xl", "precision": "fp32",
+                   "resize": {"d_ff": 1536, "d_model": 384, "n_heads": 6, "n_kv_heads": 6},
+                   "seq": 256, "steps": 5}
+
+    # rerun: ok/oom/skipped are not redone; only the error is retried (and now succeeds)
+    monkeypatch.delenv("FAKE_RAISE_BATCH")
+    s2 = run_study("transformer-block", quick=True, device="cpu", db=str(db),
+                   suite_module="fake_suite_mod", progress=False)
+    assert s2["ran"] == 1 and s2["already_recorded"] == 11
+    assert s2["counts"] == {"ok": 3, "oom": 1, "error": 0, "skipped": 8}
+    assert len(_calls(tmp_path)) == 5
+    with ResultsDB(db) as store:
+        assert store.count() == 12 and len(store.query(study="transformer-block")) == 12
+
+    # --force: previously skipped bf16/fp16 points are planned again and run
+    s3 = run_study("transformer-block", quick=True, device="cpu", db=str(db), force=True,
+                   suite_module="fake_suite_mod", progress=False)
+    assert s3["ran"] == 8 and s3["counts"]["skipped"] == 0
+
+
+def test_shared_point_is_measured_once_and_linked_to_both_studies(fake, tmp_path):
+    db = tmp_path / "r.db"
+    run_study("gas", quick=True, device="cpu", db=str(db), suite_module="fake_suite_mod", progress=False)
+    n = len(_calls(tmp_path))
+    s = run_study("dp-scaling", quick=True, device="cpu", db=str(db), suite_module="fake_suite_mod",
+                  progress=False)
+    # gas GAS=1 and dp-scaling devices=1 are the same configuration: measured once
+    assert s["already_recorded"] == 1 and s["ran"] == 1 and len(_calls(tmp_path)) == n + 1
+    with ResultsDB(db) as store:
+        assert len(store.query(study="gas")) == 3 and len(store.query(study="dp-scaling")) == 2
+
+
+def test_plan_marks_done_run_skip(fake, tmp_path):
+    db = tmp_path / "r.db"
+    with ResultsDB(db) as store:
+        plan = plan_study(studies()["transformer-block"], store, quick=True, local=CPU)
+        assert [plan.count(a) for a in ("run", "skip", "done")] == [4, 8, 0]
+    run_study("transformer-block", quick=True, device="cpu", db=str(db),
+              suite_module="fake_suite_mod", progress=False)
+    with ResultsDB(db) as store:
+        plan = plan_study(studies()["transformer-block"], store, quick=True, local=CPU)
+        assert plan.count("done") == 12
+
+
+def test_missing_suite_module_is_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match="suite module"):
+        run_study("gas", quick=True, device="cpu", db=str(tmp_path / "r.db"),
+                  suite_module="no_such_suite_module_xyz", progress=False)
+
+
+# ---------------------------------------------------------------- kill and resume (subprocess)
+
+def _study_cmd(db, *extra):
+    return [sys.executable, "-m", "llmbench", "study", "run", "transformer-block", "--quick",
+            "--device", "cpu", "--force", "--db", str(db), "--suite-module", "fake_suite_mod",
+            "--no-progress", *extra]
+
+
+def _env(tmp_path, sleep):
+    return {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "FAKE_SLEEP": str(sleep),
+            "FAKE_LOG": str(tmp_path / "calls.log")}
+
+
+def _wait_for_rows(db, n, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the study finished before it could be killed"
+        if db.exists():
+            with ResultsDB(db) as store:
+                if store.count() >= n:
+                    return
+        time.sleep(0.05)
+    raise AssertionError("no progress")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_kill_mid_study_then_rerun_finishes_without_redoing(fake, tmp_path, sig):
+    db = tmp_path / "k.db"
+    env = _env(tmp_path, sleep=0.4)
+    proc = subprocess.Popen(_study_cmd(db), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for_rows(db, 3, proc)
+    time.sleep(0.2)  # inside the next point's run_suite
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "rerun" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    with ResultsDB(db) as store:
+        first = {r["key"] for r in store.query()}
+    assert 3 <= len(first) < 12
+    started_first = len(_calls(tmp_path))
+    assert started_first == len(first) + 1  # the interrupted point was started, never recorded
+
+    out = subprocess.run(_study_cmd(db, "--json"), env=_env(tmp_path, sleep=0), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    assert s["already_recorded"] == len(first) and s["ran"] == 12 - len(first)
+    assert s["counts"]["ok"] == 12 and s["points"] == 12
+    with ResultsDB(db) as store:
+        rows = store.query(study="transformer-block")
+        assert len(rows) == 12 == len({r["key"] for r in rows}) and store.integrity_check() == "ok"
+    # every point finished exactly once over both runs: nothing redone, nothing lost
+    ends = _calls(tmp_path, "end")
+    assert len(ends) == 12 == len(set(ends))
+    assert len(_calls(tmp_path)) == started_first + 12 - len(first)
+
+
+# ---------------------------------------------------------------- CLI
+
+def _cli(capsys, *argv):
+    code = 0
+    try:
+        main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_study_list_json(capsys):
+    code, out, _ = _cli(capsys, "study", "list", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert {r["name"] for r in rows} == EXPECTED
+    assert set(rows[0]) == {"name", "title", "suite", "source", "points", "quick_points", "published",
+                            "quick_shrink"}
+    tb = next(r for r in rows if r["name"] == "transformer-block")
+    assert tb["points"] == 12 and tb["source"]["paper"] == "arXiv:2310.04607"
+
+
+def test_cli_study_run_json_and_show(capsys, fake, tmp_path):
+    db = str(tmp_path / "c.db")
+    code, out, _ = _cli(capsys, "study", "run", "gas", "--quick", "--device", "cpu", "--db", db,
+                        "--suite-module", "fake_suite_mod", "--no-progress", "--json")
+    assert code == 0
+    s = json.loads(out)
+    assert set(s) == {"study", "title", "suite", "source", "published", "quick", "device", "hardware",
+                      "db", "points", "ran", "skipped_now", "already_recorded", "counts", "results"}
+    assert s["points"] == 3 and s["counts"]["ok"] == 3 and s["published"] == ["emani-gas-a100", "emani-gas-mi250"]
+    assert set(s["results"][0]) == {"key", "study", "suite", "source", "model", "hardware", "status",
+                                    "error", "point", "metrics", "environment", "created_at"}
+    code, out, _ = _cli(capsys, "study", "show", "gas", "--quick", "--device", "cpu", "--db", db, "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert [p["action"] for p in info["points"]] == ["done"] * 3
+    assert [p["point"]["grad_accum"] for p in info["points"]] == [1, 2, 4]
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["study", "run", "no-such-study", "--device", "cpu"], "unknown study"),
+    (["study", "show", "no-such-study", "--device", "cpu"], "unknown study"),
+])
+def test_cli_bad_input_exits_2(capsys, tmp_path, argv, msg):
+    code, _, err = _cli(capsys, *argv, "--db", str(tmp_path / "x.db"))
+    assert code == 2 and msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
