@@ -9,6 +9,7 @@ constant. `llmbench calibrate --published` rewrites profiles/<hardware>.json.
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,18 +54,28 @@ def defaults(kind: str = "gpu") -> dict[str, float]:
 
 @lru_cache(maxsize=64)
 def load_profile(name: str) -> dict:
-    """The calibrated profile of one hardware ({} when none is shipped)."""
-    path = PROFILE_DIR / f"{name}.json"
-    if not path.exists():
-        return {}
-    return json.loads(path.read_text())
+    """The calibrated profile of one hardware ({} when none exists)."""
+    user = os.environ.get("LLMBENCH_PROFILES")
+    for d in ([Path(user)] if user else []) + [PROFILE_DIR]:
+        path = d / f"{name}.json"
+        if path.exists():
+            try:
+                return json.loads(path.read_text())
+            except ValueError:
+                raise ValueError(f"{path}: not a valid profile (JSON)") from None
+    return {}
 
 
-def resolve_params(hw, override: dict | None = None) -> dict[str, float]:
-    """defaults(kind) <- hw.efficiency (catalog priors) <- shipped profile <- override."""
+def resolve_params(hw, override: dict | None = None, use_profile: bool = True) -> dict[str, float]:
+    """defaults(kind) <- hw.efficiency (catalog priors) <- profile <- override.
+
+    The profile is $LLMBENCH_PROFILES/<name>.json when that exists (a user's calibration), else the
+    shipped profiles/<name>.json."""
     out = defaults(hw.kind)
     out.update({k: float(v) for k, v in (hw.efficiency or {}).items() if k in PARAMS})
-    out.update({k: float(v) for k, v in load_profile(hw.name).get("params", {}).items() if k in PARAMS})
+    if use_profile:
+        prof = load_profile(hw.name).get("params", {})
+        out.update({k: float(v) for k, v in prof.items() if k in PARAMS})
     if override:
         unknown = set(override) - set(PARAMS)
         if unknown:

@@ -69,8 +69,12 @@ def _links(hw, devices):
     if ic is None:  # no fabric: go through host memory
         bw = stream_link_bytes_per_s(hw)
         return bw, np.full_like(devices, bw, dtype=float), 10e-6
-    inter = ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s
-    span = np.where(devices > max(ic.devices_per_node, 1), inter, ic.bandwidth_bytes_per_s)
+    # NCCL-style rings cross each node once per channel: a group spanning nodes runs at the node's
+    # aggregate NIC bandwidth (per-device NIC x devices per node), capped by the intra-node link
+    dpn = max(ic.devices_per_node, 1)
+    inter = min((ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) * dpn,
+                ic.bandwidth_bytes_per_s)
+    span = np.where(devices > dpn, inter, ic.bandwidth_bytes_per_s)
     return ic.bandwidth_bytes_per_s, span.astype(float), ic.latency_s
 
 
@@ -184,8 +188,7 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
         exposed = m * (t_tp + t_pp) + exposed_dp + t_z3 + bubble
     else:
         link = stream_link_bytes_per_s(hw) * p["stream"]
-        spill = _spill_bytes(spec, hw, b, T, precision, recompute)
-        t_stream = (3.0 * W + 2.0 * spill) / link  # weights in (fwd, bwd), gradients out
+        t_stream = 3.0 * W / link  # weights in (fwd, bwd), gradients out
         exp_stream = np.maximum(0.0, t_stream - t_micro) + t_stream / sh.L
         depth = np.ceil(np.log2(np.maximum(D, 1.0)))  # SwarmX tree: broadcast and reduce fill/drain
         t_swarm = np.where(D > 1, 2.0 * depth * (W / sh.L / link + lat), 0.0)
@@ -224,13 +227,6 @@ def _act_per_seq(spec, T, precision, recompute):
     return v[inv.reshape(np.shape(T))]
 
 
-def _spill_bytes(spec, hw, b, T, precision, recompute):
-    """Activations beyond on-wafer memory go out to the external tier and come back (weight
-    streaming keeps activations on the device)."""
-    act = spec.n_layers * b * _act_per_seq(spec, T, precision, recompute)
-    return np.maximum(0.0, act - hw.device_memory.capacity_bytes)
-
-
 def memory_per_device(spec, hw, b, T, m, TP, PP, dp, precision, recompute, zero, streaming):
     """Model state (ZeRO arXiv:1910.02054 Sec. 3.1, partitioned by stage) + activations (1F1B:
     the first stage keeps min(m, pp) micro-batches in flight) + fp32 logits."""
@@ -238,8 +234,7 @@ def memory_per_device(spec, hw, b, T, m, TP, PP, dp, precision, recompute, zero,
     P = float(sh.params)
     act_layer = b * _act_per_seq(spec, T, precision, recompute) / TP
     if streaming:  # weights live off-device; two layers' weights double-buffered
-        act = spec.n_layers * act_layer
-        return np.minimum(act, hw.device_memory.capacity_bytes) + 2.0 * 3 * sh.layer_params * sh.s
+        return spec.n_layers * act_layer + 2.0 * sh.layer_params * sh.s
     s = sh.s
     w, g = s * P, (4.0 if s >= 4 else s) * P
     opt = (8.0 + (0.0 if s >= 4 else 4.0)) * P
@@ -254,9 +249,9 @@ def memory_per_device(spec, hw, b, T, m, TP, PP, dp, precision, recompute, zero,
 
 
 def _capacity(hw, streaming, P):
-    if streaming:
+    if streaming:  # activations on the device; weights and optimizer state in the stream tier
         ext = hw.tier("external") or hw.memory_tiers[-1]
-        return np.inf if ext.capacity_bytes >= 16.0 * P else -1.0
+        return hw.device_memory.capacity_bytes if ext.capacity_bytes >= 16.0 * P else -1.0
     return hw.device_memory.capacity_bytes
 
 

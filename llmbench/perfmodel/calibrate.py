@@ -1,0 +1,269 @@
+"""Calibration: fit a hardware's efficiency parameters by least squares on log error.
+
+    llmbench calibrate --published              # refit every shipped profile from published.csv
+    llmbench calibrate --hardware a100-80gb --from results.csv|results.db
+
+Levenberg-Marquardt on log-parameters with a finite-difference Jacobian (numpy only). A hardware
+with fewer than MIN_POINTS points keeps its priors and is flagged. Leave-one-out error: refit
+without each point in turn and predict it.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from llmbench.hardware import get_hardware
+
+from .params import PROFILE_DIR, load_profile, resolve_params
+
+#: parameters calibration may move, most influential first; bounds in natural units
+FIT_CANDIDATES = {
+    "compute_max": (0.05, 1.0), "compute_half_dim": (1.0, 1e5), "network": (0.02, 1.0),
+    "overlap": (0.0, 1.0), "sparse": (0.05, 1.0), "layer_overhead_s": (1e-7, 0.1),
+    "token_layer_latency_s": (1e-8, 1e-2), "step_overhead_s": (1e-5, 10.0),
+}
+MIN_POINTS = 3
+MAX_PARAMS = 3
+
+
+def _prior(hw_name: str) -> dict:
+    """Defaults <- catalog efficiency, without the shipped profile (so a refit is reproducible)."""
+    hw = get_hardware(hw_name)
+    p = resolve_params(hw, use_profile=False)
+    for k in FIT_CANDIDATES:  # a parameter at 0 cannot move in log space
+        if p[k] <= 0:
+            p[k] = FIT_CANDIDATES[k][0] * 10
+    return p
+
+
+def _residuals(points, predict, hw_name, p) -> np.ndarray:
+    out = []
+    for pt in points:
+        try:
+            v = predict(pt, {hw_name: p})
+        except ValueError:
+            v = None
+        if v is None or not np.isfinite(v) or v <= 0:
+            out.append(5.0)
+            continue
+        lo, hi = pt["range"]
+        ref = lo if v < lo else hi if v > hi else v
+        out.append(math.log(v / ref))
+    return np.array(out)
+
+
+def fit(points, predict, hw_name, names, prior=None, iters=30):
+    """Least squares on log error over log-parameters. Returns (params, rms log residual)."""
+    p = dict(prior or _prior(hw_name))
+    x = np.log([p[k] for k in names])
+    lo = np.log([FIT_CANDIDATES[k][0] for k in names])
+    hi = np.log([FIT_CANDIDATES[k][1] for k in names])
+
+    def res(xv):
+        q = dict(p)
+        q.update({k: float(np.exp(v)) for k, v in zip(names, xv)})
+        return _residuals(points, predict, hw_name, q)
+
+    r = res(x)
+    lam = 1e-2
+    for _ in range(iters):
+        J = np.empty((len(r), len(x)))
+        for j in range(len(x)):
+            dx = np.zeros_like(x)
+            dx[j] = 1e-4
+            J[:, j] = (res(x + dx) - r) / 1e-4
+        A = J.T @ J
+        g = J.T @ r
+        improved = False
+        for _ in range(8):
+            step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), -g)
+            xn = np.clip(x + step, lo, hi)
+            rn = res(xn)
+            if rn @ rn < r @ r:
+                x, r, lam, improved = xn, rn, lam / 3, True
+                break
+            lam *= 10
+        if not improved or np.abs(step).max() < 1e-6:
+            break
+    p.update({k: float(np.exp(v)) for k, v in zip(names, x)})
+    return p, float(np.sqrt(np.mean(r ** 2))) if len(r) else 0.0
+
+
+def sensitive(points, predict, hw_name, prior) -> list[str]:
+    """Candidate parameters ordered by how much they move the points (those that do not: dropped)."""
+    base = _residuals(points, predict, hw_name, prior)
+    score = {}
+    for k in FIT_CANDIDATES:
+        q = dict(prior)
+        q[k] = min(prior[k] * 1.2, FIT_CANDIDATES[k][1]) if prior[k] * 1.2 <= FIT_CANDIDATES[k][1] else prior[k] / 1.2
+        score[k] = float(np.abs(_residuals(points, predict, hw_name, q) - base).sum())
+    return [k for k in sorted(score, key=score.get, reverse=True) if score[k] > 1e-3]
+
+
+def calibrate_points(hw_name: str, points: list[dict], predict) -> dict:
+    """Fit one hardware to its points; leave-one-out error; flags where there are too few."""
+    prior = _prior(hw_name)
+    n = len(points)
+    before = _residuals(points, predict, hw_name, prior)
+    report = {"hardware": hw_name, "points": n, "point_ids": [pt["id"] for pt in points],
+              "prior_mean_abs_error": float(np.mean(np.abs(np.expm1(before)))) if n else None}
+    if n < MIN_POINTS:
+        report.update(status=f"too few points ({n} < {MIN_POINTS}): priors kept", params={},
+                      fitted=[], loo_mean_abs_error=None, fit_mean_abs_error=report["prior_mean_abs_error"])
+        return report
+    names = sensitive(points, predict, hw_name, prior)[:min(MAX_PARAMS, n - 2)]
+    p, _ = fit(points, predict, hw_name, names, prior)
+    after = _residuals(points, predict, hw_name, p)
+    loo = []
+    for i in range(n):
+        rest = points[:i] + points[i + 1:]
+        q, _ = fit(rest, predict, hw_name, names, p, iters=10)
+        loo.append(abs(math.expm1(_residuals([points[i]], predict, hw_name, q)[0])))
+    report.update(status="fitted", fitted=names, params={k: p[k] for k in names},
+                  fit_mean_abs_error=float(np.mean(np.abs(np.expm1(after)))),
+                  loo_mean_abs_error=float(np.mean(loo)), loo_abs_errors=loo)
+    return report
+
+
+def published_points() -> dict[str, list[dict]]:
+    """Numeric published rows grouped by the one hardware they involve (cross-system rows skipped)."""
+    from .validate import parse_value, published_rows
+
+    out: dict[str, list[dict]] = {}
+    for row in published_rows():
+        rng = parse_value(row["value"])
+        if rng is None or " " in row["system"]:
+            continue
+        out.setdefault(row["system"], []).append({**row, "range": rng})
+    return out
+
+
+def calibrate_published(write: bool = True, only: str | None = None) -> list[dict]:
+    from .validate import predict_row
+
+    reports = []
+    for hw_name, points in sorted(published_points().items()):
+        if only and hw_name != only:
+            continue
+        rep = calibrate_points(hw_name, points, predict_row)
+        if write:
+            write_profile(PROFILE_DIR / f"{hw_name}.json", rep, "llmbench calibrate --published "
+                          "(llmbench/reference/published.csv)")
+        reports.append(rep)
+    load_profile.cache_clear()
+    return reports
+
+
+def write_profile(path: Path, rep: dict, source: str) -> None:
+    data = {"hardware": rep["hardware"], "params": rep["params"], "fitted": rep["fitted"],
+            "status": rep["status"], "points": rep["points"], "point_ids": rep["point_ids"],
+            "fit_mean_abs_error": rep["fit_mean_abs_error"],
+            "loo_mean_abs_error": rep["loo_mean_abs_error"], "source": source}
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+# ---------------------------------------------------------------- user points
+
+USER_METRICS = ("samples_per_s", "tokens_per_s", "step_time_s", "tflops_per_device", "achieved_tflops", "mfu")
+
+
+def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
+    """Rows (CSV, JSON list, or SQLite with a `results` table) -> points; returns (points, skipped)."""
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"no such file: {path}")
+    if p.suffix in (".db", ".sqlite", ".sqlite3"):
+        rows = _read_db(p)
+    elif p.suffix == ".json":
+        data = json.loads(p.read_text())
+        rows = data if isinstance(data, list) else data.get("rows", [])
+    else:
+        with open(p, newline="") as f:
+            rows = list(csv.DictReader(f))
+    points, skipped = [], 0
+    for i, r in enumerate(rows):
+        pt = _as_point(r, hw_name, i)
+        if pt is None:
+            skipped += 1
+        else:
+            points.append(pt)
+    return points, skipped
+
+
+def _read_db(p: Path) -> list[dict]:
+    con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    try:
+        rows = [dict(r) for r in con.execute("SELECT * FROM results")]
+    except sqlite3.Error as e:
+        raise ValueError(f"{p.name}: cannot read a results table ({e})") from None
+    finally:
+        con.close()
+    out = []
+    for r in rows:  # one row per point with a metrics JSON column, or one row per metric
+        for key in ("config", "workload", "point"):
+            if isinstance(r.get(key), str):
+                try:
+                    r = {**json.loads(r[key]), **{k: v for k, v in r.items() if k != key}}
+                except ValueError:
+                    pass
+        if isinstance(r.get("metrics"), str):
+            try:
+                metrics = json.loads(r["metrics"])
+            except ValueError:
+                continue
+            for m, v in metrics.items():
+                out.append({**r, "metric": m, "value": v})
+        else:
+            out.append(r)
+    return out
+
+
+def _as_point(r: dict, hw_name: str, i: int) -> dict | None:
+    try:
+        if r.get("source", "measured") not in ("measured", "published", "", None):
+            return None
+        hw = r.get("hardware") or r.get("system") or hw_name
+        if hw != hw_name or r.get("metric") not in USER_METRICS:
+            return None
+        v = float(r["value"])
+        pt = {"id": str(r.get("id") or f"row{i}"), "model": str(r["model"]), "batch": int(float(r["batch"])),
+              "seq": int(float(r.get("seq") or r.get("seq_len"))), "precision": r.get("precision") or "bf16",
+              "devices": int(float(r.get("devices") or 1)), "metric": r["metric"], "range": (v, v)}
+        for k in ("tp", "pp", "grad_accum"):
+            pt[k] = int(float(r.get(k) or 1))
+        pt["recompute"] = r.get("recompute") or "none"
+        return pt if v > 0 else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def predict_user_point(pt: dict, params: dict) -> float:
+    from .validate import _train
+
+    hw = next(iter(params))
+    f = _train(pt["model"], hw, params, batch=pt["batch"], seq=pt["seq"], devices=pt["devices"],
+               precision=pt["precision"], grad_accum=pt["grad_accum"], tp=pt["tp"], pp=pt["pp"],
+               recompute=pt["recompute"])
+    step = f["step_time_s"]
+    m = pt["metric"]
+    if m == "step_time_s":
+        return step
+    if m in ("tflops_per_device", "achieved_tflops"):
+        return f["model_flops"] / step / pt["devices"] / 1e12
+    return f[m]
+
+
+def calibrate_from(path: str, hw_name: str) -> tuple[dict, int]:
+    get_hardware(hw_name)
+    points, skipped = read_points(path, hw_name)
+    if not points:
+        raise ValueError(f"{path}: no usable points for {hw_name} ({skipped} rows skipped)")
+    rep = calibrate_points(hw_name, points, predict_user_point)
+    rep["skipped_rows"] = skipped
+    return rep, skipped
