@@ -80,7 +80,8 @@ def test_every_study_is_shipped_and_parses():
         assert full and quick, name
         assert s.quick["shrink"].strip(), name
         for p in full + quick:
-            assert {"suite", "model", "batch", "seq", "precision", "steps"} <= set(p), (name, p)
+            assert {"suite", "model", "batch", "seq", "precision"} <= set(p), (name, p)
+            assert ("repeats" if s.suite == "block" else "steps") in p, (name, p)
             model_spec(p)  # builds: preset exists, resize valid
         # quick points are smaller (less memory) than the largest full point: they fit a CPU
         assert max(map(estimate_memory_bytes, quick)) < max(map(estimate_memory_bytes, full)), name
@@ -199,8 +200,8 @@ def test_run_records_every_point_oom_and_errors_go_on(fake, tmp_path, monkeypatc
     # the suite got the point's workload plus the device, and nothing else
     cfg = json.loads(_calls(tmp_path)[0].split(" ", 1)[1])
     assert cfg == {"batch": 8, "device": "cpu", "model": "gpt2-xl", "precision": "fp32",
-                   "resize": {"d_ff": 1536, "d_model": 384, "n_heads": 6, "n_kv_heads": 6},
-                   "seq": 256, "steps": 5}
+                   "d_ff": 1536, "d_model": 384, "n_heads": 6, "n_kv_heads": 6,
+                   "seq": 256, "repeats": 5}
 
     # rerun: ok/oom/skipped are not redone; only the error is retried (and now succeeds)
     monkeypatch.delenv("FAKE_RAISE_BATCH")
@@ -218,16 +219,23 @@ def test_run_records_every_point_oom_and_errors_go_on(fake, tmp_path, monkeypatc
     assert s3["ran"] == 8 and s3["counts"]["skipped"] == 0
 
 
-def test_shared_point_is_measured_once_and_linked_to_both_studies(fake, tmp_path):
+def test_shared_point_once_and_data_parallel_through_torchrun(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{REPO}")  # for the torchrun ranks
     db = tmp_path / "r.db"
     run_study("gas", quick=True, device="cpu", db=str(db), suite_module="fake_suite_mod", progress=False)
     n = len(_calls(tmp_path))
     s = run_study("dp-scaling", quick=True, device="cpu", db=str(db), suite_module="fake_suite_mod",
                   progress=False)
     # gas GAS=1 and dp-scaling devices=1 are the same configuration: measured once
-    assert s["already_recorded"] == 1 and s["ran"] == 1 and len(_calls(tmp_path)) == n + 1
+    assert s["already_recorded"] == 1 and s["ran"] == 1 and s["counts"]["ok"] == 2, s["results"]
     with ResultsDB(db) as store:
         assert len(store.query(study="gas")) == 3 and len(store.query(study="dp-scaling")) == 2
+    # devices=2 ran as 2 torchrun ranks (world_size recorded), given the 1-device tokens/s
+    new = [json.loads(l.split(" ", 1)[1]) for l in _calls(tmp_path)[n:]]
+    assert len(new) == 2 and "devices" not in new[0]
+    one, two = s["results"]
+    assert two["point"]["devices"] == 2 and two["environment"]["world_size"] == 2
+    assert new[0]["baseline_tokens_per_s"] == one["metrics"]["tokens_per_s"]
 
 
 def test_plan_marks_done_run_skip(fake, tmp_path):

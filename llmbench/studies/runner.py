@@ -24,7 +24,7 @@ from llmbench.studies.spec import StudySpec, get_study
 SUITE_MODULE = "llmbench.measure.suites"
 SUITE_ENV = "LLMBENCH_SUITE_MODULE"
 DONE = ("ok", "oom", "skipped")  # recorded outcomes a rerun does not redo
-_NOT_CONFIG = ("suite", "hardware")
+_NOT_CONFIG = ("suite", "hardware", "devices")
 
 
 @dataclass
@@ -78,16 +78,26 @@ def plan_study(spec: StudySpec, db: ResultsDB, *, quick: bool = False, device: s
 
 
 def suite_config(point: dict, local: LocalDevice) -> dict:
-    """The config handed to run_suite: the point's workload fields plus the torch device."""
+    """The config handed to run_suite: the point's workload fields, the resized model's sizes as
+    top-level keys (n_layers, d_model, ...: llmbench.measure.common.model_from_config) and the
+    torch device. `devices` is not passed: more than one runs through torchrun (studies/ddp.py)."""
     cfg = {k: v for k, v in point.items() if k not in _NOT_CONFIG}
+    cfg.update(cfg.pop("resize", None) or {})
     cfg["device"] = local.device
     return cfg
 
 
-def run_one(run_suite, point: dict, local: LocalDevice) -> dict:
+def run_one(run_suite, point: dict, local: LocalDevice, *, suite_module: str | None = None,
+            extra: dict | None = None) -> dict:
     """Run one point; any exception becomes an `error` result (one line), never a crash."""
+    config = {**suite_config(point, local), **(extra or {})}
     try:
-        res = run_suite(point["suite"], suite_config(point, local))
+        if int(point.get("devices", 1) or 1) > 1:
+            from llmbench.studies.ddp import launch
+
+            res = launch(config, int(point["devices"]), suite_module=suite_module)
+        else:
+            res = run_suite(point["suite"], config)
     except MemoryError as e:
         return {"status": "oom", "metrics": {}, "error": f"MemoryError: {e}", "environment": {}}
     except Exception as e:  # a broken point must not stop the sweep
@@ -98,6 +108,17 @@ def run_one(run_suite, point: dict, local: LocalDevice) -> dict:
         return {"status": "error", "metrics": {}, "environment": {},
                 "error": f"run_suite returned no valid status: {str(res)[:200]}"}
     return res
+
+
+def baseline_for(store: ResultsDB, point: dict) -> dict:
+    """For a data-parallel point, the tokens/s of the same point on one device (if measured), so
+    the suite reports the scaling efficiency against it."""
+    if int(point.get("devices", 1) or 1) <= 1 or point["suite"] != "train":
+        return {}
+    row = store.get(point_key({**point, "devices": 1}, "measured"))
+    if row and row["status"] == "ok" and row["metrics"].get("tokens_per_s"):
+        return {"baseline_tokens_per_s": row["metrics"]["tokens_per_s"]}
+    return {}
 
 
 def run_study(name: str, *, quick: bool = False, device: str | None = None,
@@ -123,7 +144,8 @@ def run_study(name: str, *, quick: bool = False, device: str | None = None,
                     store.record(p.point, status="skipped", error=p.reason, environment=env,
                                  study=spec.name)
                 else:
-                    res = run_one(run_suite, p.point, local)
+                    res = run_one(run_suite, p.point, local, suite_module=suite_module,
+                                  extra=baseline_for(store, p.point))
                     store.record(p.point, status=res["status"], metrics=res.get("metrics") or {},
                                  error=res.get("error"),
                                  environment={**env, **(res.get("environment") or {})},

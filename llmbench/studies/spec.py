@@ -11,7 +11,7 @@ and overrides `base` (merged) and `grid` (replaced) so the study fits a 2-core C
 quick points are still real measurements, only smaller.
 
 A point is a flat dict: suite, model, hardware (added by the runner), the workload fields (batch,
-seq, precision, steps, grad_accum, devices, sparsity, gen_len, data ...) and, for shrunk models,
+seq, precision, steps or repeats, grad_accum, devices, sparsity, gen_len, data ...) and, for shrunk models,
 `resize`: the exact ModelSpec changes (`get_model(model).with_(**resize)`), with d_ff and
 n_kv_heads written out so every engine builds the same model.
 """
@@ -26,7 +26,7 @@ SPECS_DIR = Path(__file__).resolve().parent / "specs"
 SUITES = ("block", "train", "infer")
 # workload defaults per suite: written into every point so its key is its full configuration
 SUITE_DEFAULTS = {
-    "block": {"precision": "fp32", "steps": 10},
+    "block": {"precision": "fp32", "repeats": 5},
     "train": {"precision": "fp32", "steps": 10, "grad_accum": 1, "devices": 1, "sparsity": 0.0,
               "data": "synthetic"},
     "infer": {"precision": "fp32", "steps": 10, "gen_len": 0},
