@@ -1,0 +1,214 @@
+"""`llmbench reproduce`: measure here, predict every catalog accelerator, compare with published.csv,
+store it all in the results database, print the summary tables and write DIR/report.html.
+
+    llmbench reproduce --quick --out out/       # `make reproduce`; < 10 minutes on a 2-core CPU
+
+Each measured piece runs as its own `llmbench` subprocess under a time budget (seconds, printed),
+so one slow or failing piece costs at most its budget and never the report: a study cut short keeps
+the points it finished (the results database is keyed per point, and rerunning resumes it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tables import MEASURED_STUDIES
+
+REPORT_STUDIES = MEASURED_STUDIES + ("gpt2xl-scaling", "time-to-train", "llm-inference", "validation")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    name: str
+    argv: tuple[str, ...]
+    """arguments after `llmbench`"""
+    budget_s: float
+    """wall-clock budget of the subprocess (quick mode); the full mode has none"""
+    python_args: tuple[str, ...] = ("-m", "llmbench")
+    """what the interpreter runs before `argv` (tests replace it)"""
+
+
+def measure_plan(quick: bool = True) -> list[Step]:
+    """The measured pieces, cheapest first; budgets sum to ~7 minutes (the rest: predict + report)."""
+    q = ("--quick",) if quick else ()
+    steps = [Step(name="ceilings", argv=("measure", "ceilings", "--json"), budget_s=35)]
+    for name, budget in (("transformer-block", 55), ("gpt2-seq-length", 45), ("gas", 45),
+                         ("sparsity", 40), ("bert-train-batch", 40), ("bert-infer-batch", 30),
+                         ("genslm", 45), ("dp-scaling", 70)):
+        steps.append(Step(name=name, argv=("study", "run", name, "--no-progress") + q, budget_s=budget))
+    return steps
+
+
+def run_step(step: Step, db_path: Path, *, quick: bool, deadline: float, log=print) -> dict:
+    """Run one measured piece as a subprocess; kill its process group when over budget."""
+    budget = min(step.budget_s, max(5.0, deadline - time.monotonic())) if quick else None
+    env = {**os.environ, "LLMBENCH_DB": str(db_path)}
+    cmd = [sys.executable, *step.python_args, *step.argv]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=budget)
+        status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: {_last_line(err)}"
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        status = f"stopped at its budget of {budget:.0f} s (finished points are kept)"
+    dt = time.monotonic() - t0
+    log(f"  {step.name:<18} {dt:6.1f} s  {status}")
+    return {"step": step.name, "command": "llmbench " + " ".join(step.argv), "seconds": dt,
+            "status": status, "stdout": out or ""}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End the subprocess we started and its children (torchrun workers): its own process group."""
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _last_line(text: str | None) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def record_ceilings(db, result: dict) -> None:
+    """Store the ceilings JSON as a measured row when the measure command did not record it."""
+    if db.query(study="ceilings", source="measured") or result["status"] != "ok":
+        return
+    try:
+        data = json.loads(result["stdout"])
+    except json.JSONDecodeError:
+        return
+    metrics = _flat_ceilings(data)
+    if metrics:
+        point = {"suite": "ceilings", "hardware": data.get("profile", "cpu"), "device": data.get("device")}
+        db.record(point, source="measured", metrics=metrics, study="ceilings",
+                  environment={"command": result["command"]})
+
+
+def _flat_ceilings(data) -> dict:
+    """gemm_<dtype>_flops_per_s and copy_bandwidth_bytes_per_s (best of the repeats, as the saved
+    hardware profile uses) from `llmbench measure ceilings --json` (TFLOP/s and GB/s there)."""
+    out = {}
+    if not isinstance(data, dict):
+        return out
+    for dt, v in (data.get("gemm") or {}).items():
+        if isinstance(v, dict) and isinstance(v.get("max"), (int, float)):
+            out[f"gemm_{dt}_flops_per_s"] = v["max"] * 1e12
+            out[f"gemm_{dt}_flops_per_s_median"] = v.get("median", v["max"]) * 1e12
+    copy = data.get("copy") or {}
+    if isinstance(copy, dict) and isinstance(copy.get("max"), (int, float)):
+        out["copy_bandwidth_bytes_per_s"] = copy["max"] * 1e9
+    return out
+
+
+def predict_measured_here(db, *, log=print) -> int:
+    """Predict every measured point for this machine (hardware `cpu`), so the report shows
+    measured and predicted side by side on the same configuration."""
+    from .sweeps import Pred, run_predictions
+
+    preds = []
+    for r in db.query(source="measured", status="ok"):
+        pt, study = r.get("point") or {}, r.get("study")
+        suite = pt.get("suite")
+        if suite not in ("block", "train", "infer") or not study or not pt.get("model"):
+            continue
+        keep = ("batch", "seq", "precision", "devices", "grad_accum", "sparsity", "resize")
+        args = {k: pt[k] for k in keep if pt.get(k) is not None}
+        if suite == "infer":
+            args = {"batch": pt.get("batch", 1), "prompt_len": pt.get("seq", 128),
+                    "gen_len": pt.get("gen_len", 0) or 0, "precision": pt.get("precision", "fp32"),
+                    **({"resize": pt["resize"]} if pt.get("resize") else {})}
+        preds.append(Pred(study=study, kind=suite, model=pt["model"], hardware="cpu", args=args))
+    if preds:
+        run_predictions(db, preds, log=lambda m: log("  this machine: " + m))
+    return len(preds)
+
+
+def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str | Path | None = None,
+              measure: bool = True, predict: bool = True, log=print) -> dict:
+    """The whole job; returns a summary (timings, counts, report path)."""
+    from llmbench.results import record_published
+    from llmbench.results.store import ResultsDB, default_path
+
+    t_start = time.monotonic()
+    deadline = t_start + 8.0 * 60  # measured pieces stop here; predict + report take the rest
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    db_path = default_path(db_path)
+    timings = []
+    with ResultsDB(db_path) as db:
+        n_pub = len(record_published(db))
+        log(f"results database: {db_path} ({n_pub} published rows loaded)")
+        if measure:
+            log("measuring on this machine (each piece under its time budget):")
+            for step in measure_plan(quick):
+                if quick and time.monotonic() > deadline - 5:
+                    timings.append({"step": step.name, "seconds": 0.0, "status": "skipped: time budget spent"})
+                    continue
+                res = run_step(step, db_path, quick=quick, deadline=deadline, log=log)
+                if step.name == "ceilings":
+                    record_ceilings(db, res)
+                res.pop("stdout", None)
+                timings.append(res)
+        if predict:
+            timings += _predict_all(db, measure=measure, log=log)
+        t0 = time.monotonic()
+        summary = report(db, out, meta={"timings": timings, "db": str(db_path),
+                                        "command": "llmbench reproduce " + ("--quick" if quick else "--full")},
+                         log=log)
+        timings.append({"step": "report", "seconds": time.monotonic() - t0, "status": "ok"})
+    summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path))
+    (out / "reproduce.json").write_text(json.dumps(summary, indent=2, default=str))
+    log(f"reproduce finished in {summary['total_s']:.0f} s: {summary['report']}")
+    return summary
+
+
+def _predict_all(db, *, measure: bool, log=print) -> list[dict]:
+    from .sweeps import plan, run_predictions
+    from .validation import record_validation
+
+    timings = []
+    t0 = time.monotonic()
+    log("predicting the seed studies for the catalog accelerators:")
+    res = run_predictions(db, plan(), log=lambda m: log("  " + m))
+    timings.append({"step": "predict", "seconds": time.monotonic() - t0,
+                    "status": "ok" if not res["errors"] else f"errors: {res['errors']}"})
+    if measure:
+        t0 = time.monotonic()
+        n = predict_measured_here(db, log=log)
+        timings.append({"step": "predict this machine", "seconds": time.monotonic() - t0,
+                        "status": f"{n} measured points predicted"})
+    t0 = time.monotonic()
+    status = record_validation(db, log=lambda m: log("  " + m))
+    timings.append({"step": "validate", "seconds": time.monotonic() - t0, "status": status})
+    return timings
+
+
+def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, console=None) -> dict:
+    """Tables in the terminal and DIR/report.html from whatever `db` holds."""
+    from .html import build_report
+    from .rows import Data
+    from .tables import all_tables, print_tables
+
+    data = Data.from_db(db, REPORT_STUDIES)
+    tables = all_tables(data)
+    print_tables(tables, console)
+    path = build_report(data, out_dir, meta=meta, log=log)
+    counts = {s: sum(1 for r in data.all if r.get("source") == s) for s in ("measured", "predicted", "published")}
+    return {"report": str(path), "rows": counts,
+            "images": sorted(p.name for p in (Path(out_dir) / "img").glob("*.png"))}
