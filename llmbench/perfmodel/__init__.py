@@ -3,12 +3,22 @@
     from llmbench.perfmodel import predict_train, predict_infer
     predict_train(get_model("megatron-1.7b"), get_hardware("a100-80gb"), batch=512, seq=2048,
                   devices=32, precision="fp16", recompute="full")
-"""
-from .infer import InferPrediction, predict_infer
-from .params import resolve_params
-from .train import (
-    TrainPrediction, predict_train, streaming_crossover_tokens, sweep_train, train_arrays,
-)
 
-__all__ = ["InferPrediction", "TrainPrediction", "predict_infer", "predict_train", "resolve_params",
-           "streaming_crossover_tokens", "sweep_train", "train_arrays"]
+Names load lazily so `llmbench.perfmodel.cli` (imported at CLI start-up) pulls in no numpy.
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "InferPrediction": "infer", "predict_infer": "infer", "resolve_params": "params",
+    "TrainPrediction": "train", "predict_train": "train", "streaming_crossover_tokens": "train",
+    "sweep_train": "train", "train_arrays": "train", "get_dataset": "project", "project": "project",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from llmbench.models.counting import dtype_bytes, kv_cache_bytes_per_token
 
+from . import _xp
+from ._xp import np
 from .params import gemm_efficiency, resolve_params
 from .shapes import shape
 from .train import head_forward, layer_forward, peak_flops
@@ -96,6 +96,7 @@ def predict_infer(spec, hw, *, batch, prompt_len, gen_len, devices=None, precisi
     if prompt_len + gen_len > spec.max_seq_len:
         raise ValueError(f"prompt + gen ({prompt_len + gen_len}) exceeds {spec.name}'s "
                          f"{spec.max_seq_len} positions")
+    _xp.use_for(batch, prompt_len, gen_len)
     mode = hw.default_mode_infer if mode == "auto" else mode
     if mode == "weight_streaming":
         mode = "resident"

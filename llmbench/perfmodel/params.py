@@ -13,7 +13,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
+from ._xp import np
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from llmbench.models.counting import RECOMPUTE, activation_bytes_per_layer, dtype_bytes, training_flops
 
+from . import _xp
+from ._xp import np
 from .params import gemm_efficiency, resolve_params
 from .shapes import shape
 
@@ -75,7 +75,7 @@ def _links(hw, devices):
     inter = min((ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) * dpn,
                 ic.bandwidth_bytes_per_s)
     span = np.where(devices > dpn, inter, ic.bandwidth_bytes_per_s)
-    return ic.bandwidth_bytes_per_s, span.astype(float), ic.latency_s
+    return ic.bandwidth_bytes_per_s, span, ic.latency_s
 
 
 def _sparse_factors(hw, sparsity, p, peak, precision):
@@ -140,6 +140,7 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
     Returns arrays: step_time_s, compute, memory, network, stream, optimizer, exposed,
     memory_per_device_bytes, fits, model_flops, hw_flops, micro_batch, micro_batches.
     """
+    _xp.use_for(batch, seq, devices, grad_accum, tp, pp, sparsity)
     p = params if params is not None else resolve_params(hw)
     sh = shape(spec, precision)
     B, T, D, G, TP, PP, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
@@ -215,6 +216,9 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
 
 def _flops(spec, T, recompute):
     """(model, hardware) training FLOPs per sequence, from models/counting (linear in batch)."""
+    if _xp.is_scalar():
+        f = training_flops(spec, 1, int(T), recompute)
+        return f["model"], f["hardware"]
     Tu, inv = np.unique(np.asarray(T, dtype=int), return_inverse=True)
     out = np.array([[training_flops(spec, 1, int(t), recompute)[k] for k in ("model", "hardware")]
                     for t in Tu])
@@ -222,6 +226,8 @@ def _flops(spec, T, recompute):
 
 
 def _act_per_seq(spec, T, precision, recompute):
+    if _xp.is_scalar():
+        return activation_bytes_per_layer(spec, 1, int(T), precision, recompute)
     Tu, inv = np.unique(np.asarray(T, dtype=int), return_inverse=True)
     v = np.array([activation_bytes_per_layer(spec, 1, int(t), precision, recompute) for t in Tu])
     return v[inv.reshape(np.shape(T))]
@@ -249,9 +255,9 @@ def memory_per_device(spec, hw, b, T, m, TP, PP, dp, precision, recompute, zero,
 
 
 def _capacity(hw, streaming, P):
-    if streaming:  # activations on the device; weights and optimizer state in the stream tier
+    if streaming:  # fits when the stream tier holds weights + optimizer state (activations: see docs)
         ext = hw.tier("external") or hw.memory_tiers[-1]
-        return hw.device_memory.capacity_bytes if ext.capacity_bytes >= 16.0 * P else -1.0
+        return np.inf if ext.capacity_bytes >= 16.0 * P else -1.0
     return hw.device_memory.capacity_bytes
 
 
@@ -299,7 +305,7 @@ def predict_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_acc
     r = train_arrays(spec, hw, batch=batch, seq=seq, devices=devices, precision=precision,
                      grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute, sparsity=sparsity,
                      mode=mode, zero=zero, params=params)
-    f = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in r.items()}
+    f = {k: float(v) for k, v in r.items()}
     step = f["step_time_s"]
     cands = {"compute": f["compute"], "memory": f["memory"],
              "network": f["exposed"] - f["stream_exposed"], "stream": f["stream_exposed"]}
@@ -337,7 +343,8 @@ def sweep_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum
     r = train_arrays(spec, hw, batch=batch, seq=seq, devices=devices, precision=precision,
                      grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute, sparsity=sparsity,
                      mode=mode, zero=zero, params=params)
-    B, T, D = np.broadcast_arrays(np.asarray(batch, float), np.asarray(seq, float), np.asarray(devices, float))
+    B, T, D = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(seq, dtype=float),
+                                  np.asarray(devices, dtype=float))
     step = r["step_time_s"]
     r["tokens_per_s"] = B * T / step
     r["samples_per_s"] = B / step
@@ -350,6 +357,8 @@ def sweep_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum
 def streaming_crossover_tokens(spec, hw, precision="bf16", seq=None, params=None) -> float:
     """Tokens per step above which weight streaming stops being exposed: the step's compute
     (fwd + bwd) equals the time to stream the weights in twice and the gradients out once."""
+    import numpy as np
+
     T = int(seq or min(spec.max_seq_len, 1024))
     batches = np.unique(np.round(np.logspace(0, 6, 400)).astype(int))
     r = train_arrays(spec, hw, batch=batches, seq=T, precision=precision, mode="weight_streaming",

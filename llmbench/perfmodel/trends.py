@@ -43,7 +43,7 @@ def trend_checks(params: dict | None = None) -> list[dict]:
     for model, batch, seq in (("bert-large", 8192, 128), ("gpt3-20b", 256, 2048)):
         r = train_arrays(get_model(model), hw, batch=batch, seq=seq, precision="cbf16",
                          mode="weight_streaming", params=(params or {}).get("cs2"))
-        comp, mem, st = float(r["compute"][()]), float(r["memory"][()]), float(r["stream_exposed"][()])
+        comp, mem, st = float(r["compute"]), float(r["memory"]), float(r["stream_exposed"])
         bounds.append((model, "compute" if comp >= max(mem, st) else "memory" if mem >= st else "stream"))
     out.append({"id": "cs2-roofline", "claim": "BERT and GPT-3 training on the WSE are compute-bound",
                 "passed": all(b == "compute" for _, b in bounds),

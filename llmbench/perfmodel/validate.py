@@ -104,7 +104,7 @@ def _train(model, hw, params, *, batch, seq, devices=1, precision="bf16", grad_a
     r = train_arrays(spec, h, batch=batch, seq=seq, devices=devices, precision=precision,
                      grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute, sparsity=sparsity,
                      mode=mode, zero=zero, params=params.get(hw) if params else None)
-    f = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in r.items()}
+    f = {k: float(v) for k, v in r.items()}
     step = f["step_time_s"]
     f.update(samples_per_s=batch / step, tokens_per_s=batch * seq / step,
              hw_tflops_per_device=f["hw_flops"] / step / devices / 1e12,

@@ -1,0 +1,230 @@
+"""CLI of the analytical model: predict train|infer, project, calibrate, validate.
+
+    llmbench predict train --model gpt2-xl --hardware a100-40gb --batch 64 --seq 1024 --devices 8
+    llmbench predict infer --model llama-3.1-8b --hardware cs3 --batch 1 --prompt-len 128 --gen-len 256
+    llmbench project --model gpt3-20b --hardware cs2 --dataset pile --batch 256 --seq 2048
+    llmbench calibrate --published
+    llmbench validate --json
+
+Imports nothing heavy at import time (numpy and the model load inside the commands); the --json
+path never imports rich.
+"""
+from __future__ import annotations
+
+import typer
+
+TRAIN_HELP = {
+    "devices": "devices (GPUs, wafers, ...) in all", "precision": "fp32|tf32|fp16|bf16|cbf16|fp8",
+    "grad_accum": "gradient-accumulation steps (micro-batches per step)",
+    "recompute": "activation recomputation: none|selective|full", "sparsity": "unstructured weight sparsity s",
+    "mode": "auto|resident|weight_streaming", "zero": "ZeRO stage 0-3",
+}
+
+
+def _emit(obj) -> None:
+    from llmbench.cli import emit_json
+
+    emit_json(obj)
+
+
+def _fmt_s(x: float) -> str:
+    if x >= 3600:
+        return f"{x / 3600:,.2f} h"
+    if x >= 1:
+        return f"{x:,.3f} s"
+    return f"{x * 1e3:,.3f} ms"
+
+
+def _lines(pairs) -> None:
+    w = max(len(k) for k, _ in pairs)
+    for k, v in pairs:
+        typer.echo(f"{k:<{w}}  {v}")
+
+
+def _train_pred(model, hardware, batch, seq, devices, precision, grad_accum, tp, pp, recompute,
+                sparsity, mode, zero):
+    from llmbench.hardware import get_hardware
+    from llmbench.models import get_model
+    from llmbench.perfmodel.train import fit_advice, predict_train
+
+    spec, hw = get_model(model), get_hardware(hardware)
+    kw = dict(batch=batch, seq=seq, devices=devices, precision=precision, grad_accum=grad_accum, tp=tp,
+              pp=pp, recompute=recompute, sparsity=sparsity, mode=mode, zero=zero)
+    pred = predict_train(spec, hw, **kw)
+    if not pred.fits:
+        raise ValueError(fit_advice(spec, hw, pred, **{**kw, "mode": pred.mode}))
+    return pred
+
+
+def _print_train(pred, title: str) -> None:
+    d = pred.to_dict()
+    mfu = "-" if d["mfu"] is None else f"{d['mfu']:.1%}"
+    pairs = [("prediction", title), ("mode", d["mode"]), ("devices", str(d["devices"])),
+             ("step time", _fmt_s(d["step_time_s"])), ("tokens/s", f"{d['tokens_per_s']:,.0f}"),
+             ("samples/s", f"{d['samples_per_s']:,.2f}"),
+             ("TFLOP/s per device", f"{d['tflops_per_device']:,.1f} model, {d['hw_tflops_per_device']:,.1f} executed"),
+             ("MFU", mfu), ("bound", d["bound"]),
+             ("memory per device", f"{d['memory_per_device_bytes'] / 1e9:,.2f} GB")]
+    pairs += [(f"  {k}", _fmt_s(v)) for k, v in d["breakdown"].items()]
+    _lines(pairs)
+
+
+def register(app: typer.Typer) -> None:
+    predict_app = typer.Typer(help="Predict training or inference speed on any catalog hardware (analytical model).",
+                              no_args_is_help=True)
+    app.add_typer(predict_app, name="predict")
+
+    @predict_app.command("train")
+    def predict_train_cmd(
+        model: str = typer.Option(..., "--model", help="preset name or Hugging Face config.json"),
+        hardware: str = typer.Option(..., "--hardware", help="catalog name, e.g. a100-80gb, cs2"),
+        batch: int = typer.Option(..., "--batch", help="global batch (sequences per step)"),
+        seq: int = typer.Option(..., "--seq", help="sequence length"),
+        devices: int = typer.Option(1, "--devices", help=TRAIN_HELP["devices"]),
+        precision: str = typer.Option("bf16", "--precision", help=TRAIN_HELP["precision"]),
+        grad_accum: int = typer.Option(1, "--grad-accum", help=TRAIN_HELP["grad_accum"]),
+        tp: int = typer.Option(1, "--tp", help="tensor-parallel degree"),
+        pp: int = typer.Option(1, "--pp", help="pipeline-parallel degree"),
+        recompute: str = typer.Option("none", "--recompute", help=TRAIN_HELP["recompute"]),
+        sparsity: float = typer.Option(0.0, "--sparsity", help=TRAIN_HELP["sparsity"]),
+        mode: str = typer.Option("auto", "--mode", help=TRAIN_HELP["mode"]),
+        zero: int = typer.Option(0, "--zero", help=TRAIN_HELP["zero"]),
+        json_out: bool = typer.Option(False, "--json", help="JSON output"),
+    ) -> None:
+        """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration."""
+        pred = _train_pred(model, hardware, batch, seq, devices, precision, grad_accum, tp, pp,
+                           recompute, sparsity, mode, zero)
+        if json_out:
+            return _emit(pred.to_dict())
+        _print_train(pred, f"train {model} on {devices} x {hardware}, batch {batch} x {seq}")
+
+    @predict_app.command("infer")
+    def predict_infer_cmd(
+        model: str = typer.Option(..., "--model", help="preset name or Hugging Face config.json"),
+        hardware: str = typer.Option(..., "--hardware", help="catalog name"),
+        batch: int = typer.Option(1, "--batch", help="concurrent requests"),
+        prompt_len: int = typer.Option(128, "--prompt-len", help="input tokens per request"),
+        gen_len: int = typer.Option(128, "--gen-len", help="generated tokens per request (0 for encoders)"),
+        devices: int = typer.Option(None, "--devices", help="devices (default: fewest that hold the model)"),
+        precision: str = typer.Option("bf16", "--precision", help=TRAIN_HELP["precision"]),
+        mode: str = typer.Option("auto", "--mode", help="auto|resident|sram_pipeline"),
+        json_out: bool = typer.Option(False, "--json", help="JSON output"),
+    ) -> None:
+        """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache."""
+        from llmbench.hardware import get_hardware
+        from llmbench.models import get_model
+        from llmbench.perfmodel.infer import predict_infer
+
+        spec, hw = get_model(model), get_hardware(hardware)
+        pred = predict_infer(spec, hw, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+                             devices=devices, precision=precision, mode=mode)
+        if not pred.fits:
+            raise ValueError(f"{spec.name} with a {pred.kv_cache_bytes / 1e9:,.1f} GB KV cache does not fit "
+                             f"on {pred.devices} x {hw.name}; drop --devices to get the fewest that hold it, "
+                             "or use a smaller batch")
+        if json_out:
+            return _emit(pred.to_dict())
+        d = pred.to_dict()
+        pairs = [("prediction", f"infer {model} on {hardware}, batch {batch}, prompt {prompt_len}, gen {gen_len}"),
+                 ("mode", d["mode"]), ("devices", str(d["devices"])), ("TTFT", _fmt_s(d["ttft_s"])),
+                 ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
+                 ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", _fmt_s(d["latency_s"])),
+                 ("bound", d["bound"]), ("KV cache", f"{d['kv_cache_bytes'] / 1e9:,.3f} GB")]
+        if d["max_batch_x_context"] is not None:
+            pairs.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
+        _lines(pairs)
+
+    @app.command("project")
+    def project_cmd(
+        model: str = typer.Option(..., "--model"), hardware: str = typer.Option(..., "--hardware"),
+        dataset: str = typer.Option(..., "--dataset", help="pile | owt | sst2 | a number of tokens"),
+        epochs: float = typer.Option(1.0, "--epochs"),
+        batch: int = typer.Option(..., "--batch", help="global batch"), seq: int = typer.Option(..., "--seq"),
+        devices: int = typer.Option(1, "--devices", help=TRAIN_HELP["devices"]),
+        precision: str = typer.Option("bf16", "--precision", help=TRAIN_HELP["precision"]),
+        grad_accum: int = typer.Option(1, "--grad-accum", help=TRAIN_HELP["grad_accum"]),
+        tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
+        recompute: str = typer.Option("none", "--recompute", help=TRAIN_HELP["recompute"]),
+        sparsity: float = typer.Option(0.0, "--sparsity", help=TRAIN_HELP["sparsity"]),
+        mode: str = typer.Option("auto", "--mode", help=TRAIN_HELP["mode"]),
+        zero: int = typer.Option(0, "--zero", help=TRAIN_HELP["zero"]),
+        json_out: bool = typer.Option(False, "--json", help="JSON output"),
+    ) -> None:
+        """Time to train: hours, days and device-hours for EPOCHS epochs of a data set."""
+        from llmbench.perfmodel.project import get_dataset, project
+
+        ds = get_dataset(dataset)
+        pred = _train_pred(model, hardware, batch, seq, devices, precision, grad_accum, tp, pp,
+                           recompute, sparsity, mode, zero)
+        out = project(ds, pred, epochs=epochs)
+        if json_out:
+            return _emit(out)
+        size = f"{ds.tokens:,.0f} tokens" if ds.tokens else f"{ds.samples:,.0f} samples"
+        _lines([("data set", f"{ds.name} ({size}) x {epochs:g} epoch(s)"), ("source", ds.source),
+                ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
+                               f"({pred.mode}, bound {pred.bound})"),
+                ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"),
+                ("device-hours", f"{out['device_hours']:,.1f}")])
+
+    @app.command("calibrate")
+    def calibrate_cmd(
+        published: bool = typer.Option(False, "--published", help="refit the shipped profiles from published.csv"),
+        hardware: str = typer.Option(None, "--hardware", help="hardware to fit (with --from; optional with --published)"),
+        source: str = typer.Option(None, "--from", help="CSV/JSON of result rows or a results SQLite DB"),
+        out: str = typer.Option(None, "--out", help="profile to write (with --from; default llmbench-profile-<hw>.json)"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="fit and report, write nothing"),
+        json_out: bool = typer.Option(False, "--json", help="JSON output"),
+    ) -> None:
+        """Fit efficiency parameters by least squares on log error; report points and leave-one-out error."""
+        from llmbench.perfmodel import calibrate as cal
+
+        if published == bool(source):
+            raise ValueError("give exactly one of --published or --from FILE")
+        if published:
+            reports = cal.calibrate_published(write=not dry_run, only=hardware)
+            if hardware and not reports:
+                raise ValueError(f"no published points for hardware {hardware!r}")
+        else:
+            if not hardware:
+                raise ValueError("--from needs --hardware")
+            rep, _ = cal.calibrate_from(source, hardware)
+            path = out or f"llmbench-profile-{hardware}.json"
+            if not dry_run:
+                cal.write_profile(path, rep, f"llmbench calibrate --from {source}")
+                rep["written"] = path
+            reports = [rep]
+        if json_out:
+            return _emit(reports)
+        for r in reports:
+            loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
+            fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
+            typer.echo(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<34} "
+                       f"fit error {r['fit_mean_abs_error']:.1%}  leave-one-out {loo}  [{fitted}]")
+            if r.get("written"):
+                typer.echo(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
+
+    @app.command("validate")
+    def validate_cmd(json_out: bool = typer.Option(False, "--json", help="JSON output")) -> None:
+        """Every numeric row of published.csv predicted vs published; per-system summary; trends pass/fail."""
+        from llmbench.perfmodel.validate import run
+
+        res = run()
+        if json_out:
+            return _emit(res)
+        typer.echo(f"{'id':<28} {'system':<20} {'metric':<28} {'published':>10} {'predicted':>11} {'error':>8}")
+        for r in res["rows"]:
+            pred = "-" if r["predicted"] is None else f"{r['predicted']:,.4g}"
+            err = r["problem"] or "-" if r["error"] is None else f"{r['error']:+.1%}"
+            flag = "" if r["within_tolerance"] else "  !"
+            typer.echo(f"{r['id']:<28} {r['system']:<20} {r['metric']:<28} {r['published']:>10} {pred:>11} {err:>8}{flag}")
+        typer.echo(f"\n{'system':<22} {'rows':>4} {'mean':>8} {'median':>8} {'max':>8}   (absolute error)")
+        for k, s in res["summary"].items():
+            typer.echo(f"{k:<22} {s['rows']:>4} {s['mean_abs_error']:>8.1%} {s['median_abs_error']:>8.1%} "
+                       f"{s['max_abs_error']:>8.1%}")
+        typer.echo("")
+        for t in res["trends"]:
+            typer.echo(f"[{'pass' if t['passed'] else 'FAIL'}] {t['id']}: {t['claim']} -- {t['detail']}")
+        typer.echo(f"\nnumeric rows within {res['tolerances']['numeric']:.0%}: {res['numeric_within_tolerance']}"
+                   f"/{res['numeric_rows']}; trends passed {res['trends_passed']}/{res['trends_total']}; "
+                   f"Megatron Table 1 mean abs error {res['megatron_mean_abs_error']:.1%} "
+                   f"(tolerance {res['tolerances']['megatron_mean']:.0%})")
