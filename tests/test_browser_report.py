@@ -1,0 +1,122 @@
+"""End to end in a real browser: report.html built from a small database, rendered by headless
+Chromium (Debian package `chromium`; `.ci/run` installs it): every image loads, no console error.
+
+    .venv/bin/python -m pytest -q tests/test_browser_report.py
+
+The page under test is report.html plus a probe script (the report itself has no script): it
+records console.error calls, uncaught errors and failed resource loads from the first byte, and on
+`load` writes a JSON verdict into the DOM, read back with --dump-dom. Chromium's own console log on
+stderr (--enable-logging=stderr) is checked too. A deliberately broken page shows both checks fail.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from llmbench.results import ResultsDB
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
+
+PROBE_HEAD = """<script>
+window.__errors = [];
+(function () {
+  var orig = console.error;
+  console.error = function () { window.__errors.push('console.error: ' + Array.prototype.join.call(arguments, ' ')); orig.apply(console, arguments); };
+  window.addEventListener('error', function (e) {
+    var t = e.target || {};
+    window.__errors.push(t.src || t.href ? 'failed to load ' + (t.src || t.href) : 'uncaught: ' + e.message);
+  }, true);
+})();
+</script>"""
+PROBE_TAIL = """<script>
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
+                   .map(function (i) { return i.getAttribute('src'); });
+  var d = document.createElement('pre'); d.id = 'llmbench-verdict';
+  d.textContent = JSON.stringify({images: imgs.length, broken: broken, errors: window.__errors});
+  document.body.appendChild(d);
+});
+</script>"""
+
+
+def _fill_small_db(path: Path) -> Path:
+    spec = importlib.util.spec_from_file_location("_report_tests", Path(__file__).with_name("test_report.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.fill_small_db(path)
+
+
+def chromium(args: list[str], profile: Path, timeout: float = 90) -> subprocess.CompletedProcess:
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
+           "--virtual-time-budget=10000", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def render(page: Path, tmp: Path) -> tuple[dict, list[str]]:
+    """Load `page` with the probe; returns (verdict, console lines Chromium logged)."""
+    html = page.read_text()
+    probe = page.with_name(f"probe-{page.name}")
+    probe.write_text(html.replace("<head>", "<head>" + PROBE_HEAD, 1).replace("</body>", PROBE_TAIL + "</body>"))
+    out = chromium(["--dump-dom", probe.as_uri()], tmp / "profile")
+    m = re.search(r'<pre id="llmbench-verdict">(.*?)</pre>', out.stdout, re.S)
+    assert m, f"no verdict in the DOM (rc {out.returncode}): {out.stderr[-2000:]}"
+    verdict = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    console = [ln for ln in out.stderr.splitlines() if ":CONSOLE" in ln]
+    return verdict, console
+
+
+@pytest.fixture(scope="module")
+def built_report(tmp_path_factory):
+    from llmbench.report.reproduce import report
+
+    tmp = tmp_path_factory.mktemp("browser")
+    with ResultsDB(_fill_small_db(tmp / "small.db")) as db:
+        summary = report(db, tmp / "out", log=lambda m: None)
+    return Path(summary["report"]), tmp
+
+
+def test_every_image_loads_and_no_console_error(built_report):
+    from llmbench.report.figures import FIGURES
+
+    page, tmp = built_report
+    verdict, console = render(page, tmp)
+    assert verdict["images"] == len(FIGURES)
+    assert verdict["broken"] == []
+    assert verdict["errors"] == []
+    assert console == []
+
+
+def test_screenshot_is_not_blank(built_report):
+    import matplotlib.image as mpimg
+
+    page, tmp = built_report
+    shot = tmp / "shot.png"
+    out = chromium([f"--screenshot={shot}", "--window-size=1280,1800", page.as_uri()], tmp / "profile2")
+    assert shot.exists(), out.stderr[-2000:]
+    pixels = mpimg.imread(shot)
+    assert pixels.shape[:2] == (1800, 1280)
+    assert pixels[..., :3].std() > 0.05  # text, plots and colour, not an empty page
+
+
+def test_the_check_fails_on_a_broken_page(tmp_path):
+    """The probe is not vacuous: a missing image and a script error are both caught."""
+    page = tmp_path / "broken.html"
+    page.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+                    '<img src="img/missing.png"><script>console.error("boom"); undefinedCall();</script>'
+                    "</body></html>")
+    verdict, console = render(page, tmp_path)
+    assert verdict["broken"] == ["img/missing.png"]
+    assert any("failed to load" in e and "missing.png" in e for e in verdict["errors"])
+    assert any("boom" in e for e in verdict["errors"])
+    assert any("undefinedCall" in e for e in verdict["errors"])
+    assert any("boom" in ln for ln in console)
