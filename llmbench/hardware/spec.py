@@ -349,6 +349,9 @@ def clear_cache() -> None:
     _catalog.cache_clear()
 
 
+catalog.cache_clear = clear_cache  # type: ignore[attr-defined]  # catalog() was an lru_cache before
+
+
 def get_hardware(name: str) -> HardwareSpec:
     table = catalog()
     key = name.strip().lower()
