@@ -7,7 +7,7 @@ import torch
 
 from llmbench.measure import device as dev
 from llmbench.models import get_model
-from llmbench.models.spec import INIT_FIELDS, ModelSpec
+from llmbench.models.spec import ModelSpec
 
 # torch device name (lower case) fragment -> catalog entry; first match wins (H200 before H100)
 DATASHEETS = (("h200", "h200-sxm"), ("h100", "h100-sxm"), ("a100-sxm4-80gb", "a100-80gb"),
@@ -68,13 +68,3 @@ def percentile(values: list[float], q: float) -> float:
 def summarize_times(times: list[float], prefix: str = "step_time_s") -> dict:
     return {prefix: statistics.median(times), f"{prefix}_p10": percentile(times, 10),
             f"{prefix}_p90": percentile(times, 90)}
-
-
-def spec_point(spec: ModelSpec) -> dict:
-    """The model part of a point: its name and any field that differs from the preset."""
-    try:
-        base = get_model(spec.name)
-    except ValueError:
-        return {"model": spec.name, "model_spec": {k: getattr(spec, k) for k in INIT_FIELDS}}
-    diff = {k: getattr(spec, k) for k in INIT_FIELDS if getattr(spec, k) != getattr(base, k)}
-    return {"model": spec.name, **({"model_overrides": diff} if diff else {})}
