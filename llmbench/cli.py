@@ -156,7 +156,10 @@ def hardware_list(json_out: bool = typer.Option(False, "--json", help="JSON outp
     rows = []
     for hw in catalog().values():
         mem = hw.device_memory
+        info = hw.to_dict()
         rows.append({"name": hw.name, "display_name": hw.display_name, "kind": hw.kind,
+                     "peak_flops": info["peak_flops"], "memory_tiers": info["memory_tiers"],
+                     "sources": info["sources"],
                      "peak_bf16_flops": hw.peak("bf16"), "peak_fp32_flops": hw.peak("fp32"),
                      "memory_name": mem.name, "memory_bytes": mem.capacity_bytes,
                      "memory_bandwidth_bytes_per_s": mem.bandwidth_bytes_per_s})
@@ -169,7 +172,7 @@ def hardware_list(json_out: bool = typer.Option(False, "--json", help="JSON outp
         t.add_column(col, justify="left" if col in ("name", "device", "kind", "memory") else "right")
 
     def tf(x):
-        return "-" if x is None else f"{x / 1e12:,.1f}"
+        return "-" if x is None else f"{x / 1e12:,.2f}" if x < 1e13 else f"{x / 1e12:,.0f}"
 
     for r in rows:
         t.add_row(r["name"], r["display_name"], r["kind"], tf(r["peak_bf16_flops"]), tf(r["peak_fp32_flops"]),
@@ -194,10 +197,13 @@ def hardware_show(name: str = typer.Argument(..., help="hardware name, e.g. a100
     t = Table(title=f"{hw.display_name} ({hw.name})", show_header=False)
     t.add_column("key")
     t.add_column("value")
+    def flops(v):
+        return f"{v / 1e12:,.1f} TFLOP/s" if v >= 1e12 else f"{v / 1e9:,.1f} GFLOP/s"
+
     for dt, v in hw.peak_flops.items():
-        t.add_row(f"peak {dt} (dense)", f"{v / 1e12:,.1f} TFLOP/s")
+        t.add_row(f"peak {dt} (dense)", flops(v))
     for dt, v in hw.peak_flops_sparse.items():
-        t.add_row(f"peak {dt} (sparse)", f"{v / 1e12:,.1f} TFLOP/s")
+        t.add_row(f"peak {dt} (sparse)", flops(v))
     for tier in hw.memory_tiers:
         t.add_row(f"memory {tier.name} ({tier.role})",
                   f"{tier.capacity_bytes / 1e9:,.2f} GB at {tier.bandwidth_bytes_per_s / 1e9:,.0f} GB/s")
@@ -209,6 +215,8 @@ def hardware_show(name: str = typer.Argument(..., help="hardware name, e.g. a100
         t.add_row("power", f"{hw.power_w:,.0f} W")
     t.add_row("skips zero weights", str(hw.skips_zero_weights))
     t.add_row("default modes", f"train {hw.default_mode_train}, infer {hw.default_mode_infer}")
+    if getattr(hw, "overlay", None):
+        t.add_row("measured/calibrated profile", str(hw.overlay))
     con.print(t)
     s = Table(title="sources")
     s.add_column("field")
@@ -255,9 +263,9 @@ if not any(c.name == "reproduce" for c in app.registered_commands):
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input is one line on stderr and exit code 2, never a traceback."""
     try:  # newer typer vendors click as typer._click; older typer uses the click package
-        from typer import _click as click
+        from typer._click.exceptions import ClickException, UsageError
     except ImportError:
-        import click
+        from click.exceptions import ClickException, UsageError
 
     try:
         app(args=argv, standalone_mode=False, prog_name="llmbench")
@@ -265,11 +273,19 @@ def main(argv: list[str] | None = None) -> None:
         msg = e.args[0] if e.args else str(e)
         typer.echo(f"error: {msg}", err=True)
         sys.exit(2)
-    except click.exceptions.UsageError as e:
+    except UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # help was printed: not an error
+            sys.exit(0)
         typer.echo(f"error: {e.format_message()}", err=True)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except ClickException as e:
+        typer.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         sys.exit(e.exit_code)
+    except BrokenPipeError:  # `llmbench ... | head`
+        sys.stderr.close()
+        sys.exit(0)
