@@ -97,8 +97,8 @@ def test_transformer_block_grid_is_the_papers():
         {(pr, b) for pr in ("fp32", "fp16", "bf16") for b in (8, 16, 32, 64)}
     assert {model_spec(p).d_model for p in pts} == {1600} and {p["seq"] for p in pts} == {1024}
     quick = studies()["transformer-block"].points(quick=True)
-    assert {model_spec(p).d_model for p in quick} == {384}
-    assert quick[0]["resize"] == {"d_ff": 1536, "d_model": 384, "n_heads": 6, "n_kv_heads": 6}
+    assert {model_spec(p).d_model for p in quick} == {256}
+    assert quick[0]["resize"] == {"d_ff": 1024, "d_model": 256, "n_heads": 4, "n_kv_heads": 4}
 
 
 def test_grid_list_union_and_seq_extends_positions():
@@ -192,7 +192,7 @@ def test_run_records_every_point_oom_and_errors_go_on(fake, tmp_path, monkeypatc
     assert by_batch[("fp32", 64)]["error"] == "RuntimeError: kernel exploded"  # one line
     assert "250x" in by_batch[("bf16", 8)]["error"]
     ok = by_batch[("fp32", 8)]
-    assert ok["metrics"]["tokens_per_s"] == pytest.approx(8 * 256 / 0.08)
+    assert ok["metrics"]["tokens_per_s"] == pytest.approx(8 * 128 / 0.08)
     env = ok["environment"]
     assert env["fake"] is True and env["study"] == "transformer-block" and env["quick"] is True
     assert env["cpu_model"] and env["date"] and "python" in env
@@ -200,8 +200,8 @@ def test_run_records_every_point_oom_and_errors_go_on(fake, tmp_path, monkeypatc
     # the suite got the point's workload plus the device, and nothing else
     cfg = json.loads(_calls(tmp_path)[0].split(" ", 1)[1])
     assert cfg == {"batch": 8, "device": "cpu", "model": "gpt2-xl", "precision": "fp32",
-                   "d_ff": 1536, "d_model": 384, "n_heads": 6, "n_kv_heads": 6,
-                   "seq": 256, "repeats": 5}
+                   "d_ff": 1024, "d_model": 256, "n_heads": 4, "n_kv_heads": 4,
+                   "seq": 128, "repeats": 3}
 
     # rerun: ok/oom/skipped are not redone; only the error is retried (and now succeeds)
     monkeypatch.delenv("FAKE_RAISE_BATCH")
