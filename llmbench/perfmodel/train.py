@@ -187,6 +187,7 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
         step = (m + PP - 1) * t_micro + exposed_dp + t_z3 + t_opt + p["step_overhead_s"]
         network = m * (t_tp + t_pp) + t_ar + t_z3
         exposed = m * (t_tp + t_pp) + exposed_dp + t_z3 + bubble
+        net_exposed = m * (t_tp + t_pp) + exposed_dp + t_z3
     else:
         link = stream_link_bytes_per_s(hw) * p["stream"]
         t_stream = 3.0 * W / link  # weights in (fwd, bwd), gradients out
@@ -199,6 +200,7 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
         step = m * (t_micro + exp_stream) + t_swarm + exposed_opt + p["step_overhead_s"]
         network = t_swarm
         exposed = m * exp_stream + t_swarm + exposed_opt
+        net_exposed = t_swarm
         t_stream = m * t_stream
         exp_stream = m * exp_stream
 
@@ -208,7 +210,7 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
     return {
         "step_time_s": step, "compute": m * comp_micro, "memory": m * mem_micro,
         "network": network, "stream": t_stream, "stream_exposed": exp_stream, "optimizer": t_opt,
-        "exposed": exposed, "memory_per_device_bytes": mem_dev, "fits": mem_dev <= cap,
+        "exposed": exposed, "network_exposed": net_exposed, "memory_per_device_bytes": mem_dev, "fits": mem_dev <= cap,
         "model_flops": fl[0] * B, "hw_flops": fl[1] * B, "micro_batch": b, "micro_batches": m,
         "peak": peak,
     }
@@ -308,7 +310,7 @@ def predict_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_acc
     f = {k: float(v) for k, v in r.items()}
     step = f["step_time_s"]
     cands = {"compute": f["compute"], "memory": f["memory"],
-             "network": f["exposed"] - f["stream_exposed"], "stream": f["stream_exposed"]}
+             "network": f["network_exposed"], "stream": f["stream_exposed"]}
     return TrainPrediction(
         step_time_s=step, tokens_per_s=batch * seq / step, samples_per_s=batch / step,
         tflops_per_device=f["model_flops"] / step / devices / 1e12,

@@ -1,0 +1,276 @@
+"""Analytical model: equations, modes, sparsity, inference, time-to-train, sweep (fast, CPU, no torch).
+
+Hardware is built in the test where a property must not depend on the catalog's numbers."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from llmbench.hardware import HardwareSpec, Interconnect, MemoryTier, get_hardware
+from llmbench.models import get_model
+from llmbench.models.counting import kv_cache_bytes_per_token, training_flops
+from llmbench.perfmodel import (
+    predict_infer, predict_train, streaming_crossover_tokens, sweep_train, train_arrays,
+)
+from llmbench.perfmodel.params import defaults, gemm_efficiency
+from llmbench.perfmodel.project import DATASETS, get_dataset, project
+
+TRAIN_KEYS = {"step_time_s", "tokens_per_s", "samples_per_s", "tflops_per_device", "hw_tflops_per_device",
+              "mfu", "bound", "mode", "devices", "memory_per_device_bytes", "fits", "breakdown"}
+BREAKDOWN_KEYS = {"compute", "memory", "network", "stream", "optimizer", "exposed"}
+INFER_KEYS = {"ttft_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s", "devices", "bound",
+              "kv_cache_bytes", "mode", "fits", "max_batch_x_context"}
+
+
+def gpu(**kw) -> HardwareSpec:
+    base = dict(name="testgpu", display_name="test GPU", vendor="t", kind="gpu",
+                peak_flops={"bf16": 100e12, "fp32": 10e12}, peak_flops_sparse={"bf16": 200e12},
+                structured_sparsity="2:4",
+                memory_tiers=(MemoryTier(name="hbm", role="hbm", capacity_bytes=40e9, bandwidth_bytes_per_s=1e12),
+                              MemoryTier(name="host", role="dram", capacity_bytes=500e9, bandwidth_bytes_per_s=25e9)),
+                interconnect=Interconnect(name="nv", bandwidth_bytes_per_s=100e9, latency_s=5e-6, topology="switch",
+                                          devices_per_node=8, inter_node_bandwidth_bytes_per_s=10e9))
+    base.update(kw)
+    return HardwareSpec(**base)
+
+
+def wafer(**kw) -> HardwareSpec:
+    base = dict(name="testwafer", display_name="test wafer", vendor="t", kind="wafer",
+                peak_flops={"bf16": 5e15}, skips_zero_weights=True,
+                memory_tiers=(MemoryTier(name="sram", role="sram", capacity_bytes=40e9, bandwidth_bytes_per_s=20e15),
+                              MemoryTier(name="memx", role="external", capacity_bytes=1e15, bandwidth_bytes_per_s=100e9)),
+                interconnect=Interconnect(name="swarm", bandwidth_bytes_per_s=100e9, latency_s=20e-6, topology="tree"),
+                default_mode_train="weight_streaming", default_mode_infer="sram_pipeline")
+    base.update(kw)
+    return HardwareSpec(**base)
+
+
+TINY = get_model("gpt2-small")
+
+
+def test_no_torch_and_no_numpy_on_the_cli_path():
+    code = ("import sys, llmbench.perfmodel.cli, llmbench.perfmodel.train, llmbench.perfmodel.infer, "
+            "llmbench.perfmodel.validate, llmbench.perfmodel.calibrate; assert 'torch' not in sys.modules; "
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+    # one prediction runs on Python floats: numpy never imported (start-up speed)
+    code = ("import sys; from llmbench.perfmodel import predict_train; from llmbench.models import get_model;"
+            "from llmbench.hardware import get_hardware; predict_train(get_model('gpt2-small'), "
+            "get_hardware('a100-80gb'), batch=8, seq=512); import llmbench.perfmodel.cli; "
+            "assert 'numpy' not in sys.modules, 'numpy imported'; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_train_keys_and_flop_accounting():
+    p = predict_train(TINY, gpu(), batch=16, seq=512, recompute="full")
+    d = p.to_dict()
+    assert set(d) == TRAIN_KEYS and set(d["breakdown"]) == BREAKDOWN_KEYS
+    fl = training_flops(TINY, 16, 512, "full")
+    assert d["tflops_per_device"] == pytest.approx(fl["model"] / d["step_time_s"] / 1e12)
+    assert d["hw_tflops_per_device"] == pytest.approx(fl["hardware"] / d["step_time_s"] / 1e12)
+    assert d["hw_tflops_per_device"] > d["tflops_per_device"]
+    assert d["mfu"] == pytest.approx(fl["model"] / d["step_time_s"] / 100e12)
+    assert d["tokens_per_s"] == pytest.approx(16 * 512 / d["step_time_s"])
+    assert d["mode"] == "resident" and d["fits"]
+
+
+def test_gemm_efficiency_grows_with_size_and_saturates():
+    p = defaults("gpu")
+    e = [float(gemm_efficiency(n, n, n, p)) for n in (64, 512, 4096, 65536)]
+    assert e == sorted(e) and e[-1] < p["compute_max"] and e[-1] > 0.95 * p["compute_max"]
+    # half efficiency at g = compute_half_dim
+    h = p["compute_half_dim"]
+    assert float(gemm_efficiency(h, h, h, p)) == pytest.approx(p["compute_max"] / 2)
+
+
+def test_roofline_compute_bound_scales_with_peak():
+    a = predict_train(TINY, gpu(), batch=32, seq=512)
+    b = predict_train(TINY, gpu(peak_flops={"bf16": 200e12, "fp32": 10e12}), batch=32, seq=512)
+    assert a.bound == "compute"
+    assert b.breakdown["compute"] == pytest.approx(a.breakdown["compute"] / 2, rel=1e-6)
+    assert b.breakdown["memory"] == pytest.approx(a.breakdown["memory"], rel=1e-6)
+
+
+def test_data_parallel_allreduce_ring_and_overlap():
+    one = predict_train(TINY, gpu(), batch=8, seq=512, devices=1)
+    many = predict_train(TINY, gpu(), batch=8 * 16, seq=512, devices=16)  # spans 2 nodes
+    assert one.breakdown["network"] == 0.0
+    from llmbench.models.counting import param_count
+    # ring all-reduce 2(n-1)/n x bytes at the node's aggregate NIC bandwidth (8 x 10 GB/s) x network eff
+    p = defaults("gpu")
+    expect = 2 * 15 / 16 * param_count(TINY) * 2 / (80e9 * p["network"]) + 2 * 15 * 5e-6
+    assert many.breakdown["network"] == pytest.approx(expect, rel=1e-6)
+    assert many.tokens_per_s <= 16 * one.tokens_per_s
+    # nothing hides the all-reduce when overlap is 0: exposed = the whole all-reduce
+    bare = predict_train(TINY, gpu(), batch=8 * 16, seq=512, devices=16, params=p | {"overlap": 0.0})
+    assert bare.breakdown["exposed"] == pytest.approx(expect, rel=1e-6)
+    assert bare.tokens_per_s < 16 * one.tokens_per_s
+
+
+def test_grad_accumulation_amortises_the_allreduce():
+    kw = dict(seq=512, devices=16)
+    g1 = predict_train(TINY, gpu(), batch=16, grad_accum=1, **kw)
+    g4 = predict_train(TINY, gpu(), batch=64, grad_accum=4, **kw)
+    assert g1.breakdown["exposed"] > 0
+    assert g4.samples_per_s > g1.samples_per_s
+
+
+def test_pipeline_bubble():
+    spec = get_model("gpt3-1.3b")
+    r = train_arrays(spec, gpu(), batch=32, seq=1024, devices=4, pp=4, grad_accum=8)
+    pp1 = train_arrays(spec, gpu(), batch=32, seq=1024, devices=4, pp=4, grad_accum=1)
+    assert r["micro_batches"] == 8 and pp1["micro_batches"] == 32  # pp > 1, no GAS given: micro-batch 1
+    assert r["exposed"] > 0
+    # bubble (p-1)/(m+p-1) of the pipelined time
+    t_micro = (r["step_time_s"] - r["optimizer"]) / (8 + 3)
+    assert r["exposed"] >= 3 * t_micro * 0.99
+
+
+def test_zero_stages_reduce_memory_and_not_fitting_says_so():
+    spec = get_model("gpt3-2.7b")
+    mem = [predict_train(spec, gpu(), batch=8, seq=1024, devices=8, zero=z).memory_per_device_bytes
+           for z in (0, 1, 2, 3)]
+    assert mem == sorted(mem, reverse=True) and mem[3] < mem[0] / 2
+    big = predict_train(get_model("llama-2-70b"), gpu(), batch=8, seq=4096)
+    assert not big.fits
+
+
+def test_bad_input_is_one_valueerror():
+    for kw in (dict(tp=3), dict(devices=3, tp=2), dict(mode="warp"), dict(recompute="some"),
+               dict(sparsity=1.5), dict(batch=7, devices=2), dict(seq=99999)):
+        args = dict(batch=8, seq=512) | kw
+        with pytest.raises(ValueError):
+            predict_train(TINY, gpu(), **args)
+    with pytest.raises(ValueError):
+        predict_train(TINY, wafer(), batch=8, seq=512, devices=2, tp=2)
+
+
+def test_weight_streaming_exposes_stream_below_crossover():
+    hw = wafer()
+    p = defaults("wafer") | {"layer_overhead_s": 0.0}
+    x = streaming_crossover_tokens(TINY, hw, seq=512, params=p)
+    assert 512 < x < math.inf
+    lo = predict_train(TINY, hw, batch=max(1, int(x / 512 / 4)), seq=512, params=p)
+    hi = predict_train(TINY, hw, batch=int(x / 512 * 4), seq=512, params=p)
+    assert lo.mode == "weight_streaming" and lo.bound == "stream"
+    assert hi.bound == "compute"
+    # weights in twice (fwd, bwd), gradients out once, over the external link
+    from llmbench.models.counting import param_count
+    assert hi.breakdown["stream"] == pytest.approx(3 * param_count(TINY) * 2 / (100e9 * defaults("wafer")["stream"]))
+
+
+def test_weight_streaming_without_external_tier():
+    # a GPU streaming from host DRAM: the link is the dram tier; a CPU: its own DRAM copy bandwidth
+    r = predict_train(TINY, gpu(), batch=8, seq=512, mode="weight_streaming")
+    from llmbench.models.counting import param_count
+    assert r.breakdown["stream"] == pytest.approx(3 * param_count(TINY) * 2 / (25e9 * defaults("gpu")["stream"]))
+    cpu = get_hardware("cpu")
+    c = predict_train(TINY, cpu, batch=2, seq=128, precision="fp32", mode="weight_streaming")
+    assert c.breakdown["stream"] > 0 and c.mode == "weight_streaming"
+    assert math.isfinite(streaming_crossover_tokens(TINY, cpu, "fp32"))
+
+
+def test_swarmx_scaling_is_nearly_linear():
+    hw = wafer()
+    one = predict_train(get_model("gpt3-1.3b"), hw, batch=64, seq=2048)
+    eight = predict_train(get_model("gpt3-1.3b"), hw, batch=512, seq=2048, devices=8)
+    eff = eight.samples_per_s / (8 * one.samples_per_s)
+    assert 0.8 < eff < 1.0
+
+
+def test_sparsity_only_where_the_hardware_can_use_it():
+    spec = get_model("gpt3-1.3b")
+    base = predict_train(spec, wafer(), batch=64, seq=2048).step_time_s
+    sp = predict_train(spec, wafer(), batch=64, seq=2048, sparsity=0.9).step_time_s
+    assert sp < base / 1.3
+    g = gpu()
+    d = predict_train(spec, g, batch=8, seq=2048, devices=8).step_time_s
+    assert predict_train(spec, g, batch=8, seq=2048, devices=8, sparsity=0.3).step_time_s == pytest.approx(d)
+    assert predict_train(spec, g, batch=8, seq=2048, devices=8, sparsity=0.5).step_time_s < d  # 2:4
+    plain = gpu(structured_sparsity="", peak_flops_sparse={})
+    assert predict_train(spec, plain, batch=8, seq=2048, devices=8, sparsity=0.9).step_time_s == pytest.approx(
+        predict_train(spec, plain, batch=8, seq=2048, devices=8).step_time_s)
+
+
+def test_sparsity_speedup_grows_with_model_size_on_a_wafer():
+    # arXiv 2310.04607 Fig. 7: s=0.9 speed-up GPT-2 XL < 6.7B < 30B on CS-2
+    hw = get_hardware("cs2")
+    sp = []
+    for name, seq in (("gpt2-xl", 1024), ("gpt3-6.7b", 2048), ("gpt3-30b", 2048)):
+        s = get_model(name)
+        sp.append(predict_train(s, hw, batch=112, seq=seq, sparsity=0.9).samples_per_s
+                  / predict_train(s, hw, batch=112, seq=seq).samples_per_s)
+    assert sp == sorted(sp) and sp[0] > 1.3
+
+
+def test_sweep_matches_single_predictions_and_broadcasts():
+    hw = get_hardware("a100-80gb")
+    spec = get_model("gpt3-1.3b")
+    batch = np.array([8, 16, 64, 256])
+    dev = np.array([1, 2, 8, 32])
+    r = sweep_train(spec, hw, batch=batch, seq=2048, devices=dev, recompute="selective")
+    for i in range(4):
+        one = predict_train(spec, hw, batch=int(batch[i]), seq=2048, devices=int(dev[i]), recompute="selective")
+        assert r["step_time_s"][i] == pytest.approx(one.step_time_s, rel=1e-9)
+        assert r["mfu"][i] == pytest.approx(one.mfu, rel=1e-9)
+    grid = sweep_train(spec, hw, batch=np.array([8, 16])[:, None], seq=np.array([512, 1024, 2048])[None, :])
+    assert grid["step_time_s"].shape == (2, 3)
+    assert (grid["step_time_s"][:, 1:] > grid["step_time_s"][:, :-1]).all()
+
+
+def test_infer_decode_is_memory_bound_and_batch_helps():
+    hw = gpu(memory_tiers=(MemoryTier(name="hbm", role="hbm", capacity_bytes=80e9, bandwidth_bytes_per_s=2e12),))
+    spec = get_model("llama-2-7b")
+    one = predict_infer(spec, hw, batch=1, prompt_len=512, gen_len=128)
+    d = one.to_dict()
+    assert set(d) == INFER_KEYS and d["bound"] == "memory" and d["devices"] == 1
+    # decode at batch 1 reads every weight once per token
+    t_weights = 2 * 6.74e9 / (2e12 * defaults("gpu")["memory"])
+    assert 1 / d["decode_tokens_per_s_per_seq"] == pytest.approx(t_weights, rel=0.2)
+    many = predict_infer(spec, hw, batch=32, prompt_len=512, gen_len=128)
+    assert many.tokens_per_s > 10 * one.tokens_per_s
+    assert many.kv_cache_bytes == pytest.approx(32 * 640 * kv_cache_bytes_per_token(spec))
+    assert many.ttft_s > one.ttft_s
+
+
+def test_infer_fewest_devices_and_sram_pipeline():
+    big = predict_infer(get_model("llama-2-70b"), get_hardware("a100-80gb"), batch=1, prompt_len=128, gen_len=128)
+    assert big.devices == 2  # 138 GB of bf16 weights: two 80 GB GPUs
+    cs3 = get_hardware("cs3")
+    r70 = predict_infer(get_model("llama-3.1-70b"), cs3, batch=1, prompt_len=128, gen_len=128)
+    r8 = predict_infer(get_model("llama-3.1-8b"), cs3, batch=1, prompt_len=128, gen_len=128)
+    assert (r70.mode, r70.devices, r8.devices) == ("sram_pipeline", 4, 1)
+    assert r8.max_batch_x_context > 0
+    cap = cs3.tier("sram").capacity_bytes
+    assert r8.max_batch_x_context == pytest.approx(
+        (cap - 8.03e9 * 2) / kv_cache_bytes_per_token(get_model("llama-3.1-8b")), rel=0.01)
+    assert r8.decode_tokens_per_s_per_seq > r70.decode_tokens_per_s_per_seq
+
+
+def test_encoder_classification_latency():
+    hw = get_hardware("a100-80gb")
+    bert = get_model("bert-base")
+    lat = [predict_infer(bert, hw, batch=b, prompt_len=128, gen_len=0).latency_s for b in (1, 64, 512)]
+    assert lat == sorted(lat)
+    with pytest.raises(ValueError):
+        predict_infer(bert, hw, batch=1, prompt_len=128, gen_len=5)
+
+
+def test_time_to_train():
+    hw = get_hardware("a100-80gb")
+    pred = predict_train(TINY, hw, batch=64, seq=1024, devices=8)
+    pile = project(get_dataset("pile"), pred)
+    assert pile["seconds"] == pytest.approx(DATASETS["pile"].tokens / pred.tokens_per_s)
+    assert pile["device_hours"] == pytest.approx(pile["hours"] * 8)
+    sst = project(get_dataset("SST2"), pred, epochs=2)
+    assert sst["seconds"] == pytest.approx(2 * 67_349 / pred.samples_per_s)
+    assert get_dataset("1e9").tokens == 1e9 and DATASETS["owt"].samples == 8_013_769
+    for bad in ("wikipedia", "-5"):
+        with pytest.raises(ValueError):
+            get_dataset(bad)

@@ -1,0 +1,184 @@
+"""The model against published numbers (llmbench/reference/published.csv), calibration, and the CLI.
+
+Tolerances (docs/predict.md): Megatron Table 1 (arXiv:2104.04473) hw TFLOP/s with full recompute
+and the table's TP/PP, mean abs error <= 5%; every other numeric row within 25% except KNOWN_MISSES,
+which docs/predict.md explains one by one; trend rows pass except KNOWN_FAILING_TRENDS.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from llmbench.perfmodel import calibrate as cal
+from llmbench.perfmodel.params import PARAMS, PROFILE_DIR, defaults
+from llmbench.perfmodel.validate import TOL_NUMERIC, predict_row, run
+
+KNOWN_MISSES = {
+    "cs2-bert-large-8192",        # inconsistent with the ALCF logs at 512-2048 under one efficiency curve
+    "cs2-gpt3-20b-pile-epoch",    # implies 18% MFU where BERT-large reaches 40%+ on the same wafer
+    "emani-sparsity-6.7b",        # model: 2.7x (GPT-2 XL 1.8x, 30B 3.1x): the trend holds, this point is high
+    "emani-genslm-sn30",          # 5.7x per device: beyond any peak ratio of the two datasheets
+    "emani-genslm-cs2",           # 19x one CS-2 over eight A100: same
+    "gaudi2-llama2-70b-train",    # 2 Gaudi2 points only: priors, not fitted
+}
+KNOWN_FAILING_TRENDS = {"cs2-bert-trend-base"}  # no mechanism in the model makes BERT-base fall after 2048
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run()
+
+
+def test_megatron_table1_within_5_percent(result):
+    rows = [r for r in result["rows"] if r["id"].startswith("megatron-t1")]
+    assert len(rows) == 10
+    mae = sum(abs(r["error"]) for r in rows) / len(rows)
+    assert mae <= 0.05, mae
+    assert result["megatron_within_tolerance"]
+
+
+def test_numeric_rows_within_tolerance(result):
+    rows = result["rows"]
+    assert len(rows) >= 35 and all(r["predicted"] is not None for r in rows)
+    bad = {r["id"] for r in rows if abs(r["error"]) > TOL_NUMERIC}
+    assert bad <= KNOWN_MISSES, f"new misses: {bad - KNOWN_MISSES}"
+    assert result["numeric_within_tolerance"] >= len(rows) - len(KNOWN_MISSES)
+
+
+def test_trends(result):
+    failed = {t["id"] for t in result["trends"] if not t["passed"]}
+    assert failed <= KNOWN_FAILING_TRENDS, failed
+    assert {t["id"] for t in result["trends"]} >= {"cs2-bert-trend-base", "cs2-bert-trend-infer", "cs2-roofline",
+                                                   "cs2-bert-large-rising"}
+
+
+def test_published_trends_of_numeric_rows(result):
+    by = {r["id"]: r["predicted"] for r in result["rows"]}
+    # GAS gains: A100 at micro-batch 1 gains far more than MI250 at micro-batch 16 (Fig. 6)
+    assert by["emani-gas-a100"] > by["emani-gas-mi250"] >= 1.0
+    # sparsity speed-up grows with model size on CS-2 (Fig. 7)
+    assert by["emani-sparsity-gpt2xl"] < by["emani-sparsity-6.7b"] < by["emani-sparsity-30b"]
+    assert by["cerebras-infer-70b-wafers"] == 4
+
+
+def test_shipped_profiles_parse_and_are_reproducible():
+    files = sorted(PROFILE_DIR.glob("*.json"))
+    assert files
+    for f in files:
+        prof = json.loads(f.read_text())
+        assert set(prof["params"]) <= set(PARAMS)
+        assert prof["points"] == len(prof["point_ids"])
+        if prof["points"] < cal.MIN_POINTS:
+            assert prof["params"] == {} and "too few" in prof["status"]
+    # refitting a100-80gb from published.csv gives the shipped parameters back
+    shipped = json.loads((PROFILE_DIR / "a100-80gb.json").read_text())
+    rep = cal.calibrate_published(write=False, only="a100-80gb")[0]
+    for k, v in shipped["params"].items():
+        assert rep["params"][k] == pytest.approx(v, rel=0.02)
+    assert rep["loo_mean_abs_error"] < 0.05
+
+
+def _synthetic_points(truth: dict):
+    pts = []
+    for i, (model, batch, seq, dev, tp) in enumerate([("gpt3-1.3b", 16, 2048, 8, 1), ("gpt3-2.7b", 32, 2048, 16, 2),
+                                                      ("gpt3-6.7b", 64, 2048, 32, 4), ("gpt3-125m", 8, 1024, 1, 1),
+                                                      ("gpt3-350m", 64, 2048, 8, 1), ("gpt3-13b", 128, 2048, 64, 8)]):
+        pt = {"id": f"p{i}", "model": model, "batch": batch, "seq": seq, "precision": "bf16", "devices": dev,
+              "metric": "samples_per_s", "tp": tp, "pp": 1, "grad_accum": 1, "recompute": "full"}
+        v = cal.predict_user_point(pt, {"h100-sxm": truth})
+        pts.append(pt | {"range": (v, v), "value": v})
+    return pts
+
+
+def test_calibration_recovers_known_parameters(tmp_path):
+    truth = defaults("gpu") | {"compute_max": 0.55, "compute_half_dim": 400.0}
+    pts = _synthetic_points(truth)
+    rep = cal.calibrate_points("h100-sxm", pts, cal.predict_user_point)
+    assert rep["status"] == "fitted" and rep["fit_mean_abs_error"] < 0.01
+    assert rep["loo_mean_abs_error"] < 0.02
+    if "compute_max" in rep["params"]:
+        assert rep["params"]["compute_max"] == pytest.approx(0.55, rel=0.05)
+    too_few = cal.calibrate_points("h100-sxm", pts[:2], cal.predict_user_point)
+    assert too_few["params"] == {} and "too few" in too_few["status"]
+
+
+def test_calibrate_from_csv_and_sqlite(tmp_path):
+    truth = defaults("gpu") | {"compute_max": 0.5}
+    pts = _synthetic_points(truth)
+    cols = ["model", "batch", "seq", "precision", "devices", "metric", "value", "tp", "recompute"]
+    csv_path = tmp_path / "runs.csv"
+    lines = [",".join(cols)] + [",".join(str(p[c]) for c in cols) for p in pts] + ["nonsense,x,,,,,,,"]
+    csv_path.write_text("\n".join(lines) + "\n")
+    rep, skipped = cal.calibrate_from(str(csv_path), "h100-sxm")
+    assert skipped == 1 and rep["points"] == len(pts) and rep["fit_mean_abs_error"] < 0.02
+    db = tmp_path / "results.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE results (id TEXT, hardware TEXT, source TEXT, config TEXT, metrics TEXT)")
+    for p in pts:
+        cfg = {k: p[k] for k in ("model", "batch", "seq", "precision", "devices", "tp", "recompute")}
+        con.execute("INSERT INTO results VALUES (?,?,?,?,?)", (p["id"], "h100-sxm", "measured", json.dumps(cfg),
+                                                                json.dumps({"samples_per_s": p["value"], "peak_mem_bytes": 1})))
+    con.execute("INSERT INTO results VALUES ('x','h100-sxm','measured','not json','{}')")
+    con.commit()
+    con.close()
+    rep, skipped = cal.calibrate_from(str(db), "h100-sxm")
+    assert rep["points"] == len(pts) and skipped >= 1
+    with pytest.raises(ValueError):
+        cal.calibrate_from(str(tmp_path / "missing.csv"), "h100-sxm")
+
+
+def test_predict_row_is_none_for_trend_rows():
+    assert predict_row({"id": "x", "metric": "trend", "system": "cs2", "model": "bert-base", "precision": "",
+                        "seq_len": "", "devices": "", "batch": "", "notes": "", "value": "peaks"}) is None
+
+
+# ---------------------------------------------------------------- CLI
+
+def _cli(args, capsys):
+    from llmbench.cli import main
+
+    code = 0
+    try:
+        main(args)
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_predict_train_json(capsys):
+    code, out, _ = _cli(["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "16",
+                         "--seq", "1024", "--devices", "2", "--json"], capsys)
+    d = json.loads(out)
+    assert code == 0 and d["devices"] == 2 and set(d["breakdown"]) == {"compute", "memory", "network", "stream",
+                                                                         "optimizer", "exposed"}
+
+
+def test_cli_infer_project_validate(capsys):
+    code, out, _ = _cli(["predict", "infer", "--model", "llama-3.1-70b", "--hardware", "cs3", "--batch", "1",
+                         "--prompt-len", "128", "--gen-len", "64", "--json"], capsys)
+    assert code == 0 and json.loads(out)["devices"] == 4 and json.loads(out)["mode"] == "sram_pipeline"
+    code, out, _ = _cli(["project", "--model", "bert-large", "--hardware", "cs2", "--dataset", "sst2",
+                         "--batch", "8192", "--seq", "128", "--precision", "cbf16", "--json"], capsys)
+    d = json.loads(out)
+    assert code == 0 and d["seconds"] == pytest.approx(67_349 / d["samples_per_s"])
+    code, out, _ = _cli(["validate"], capsys)
+    assert code == 0 and "Megatron Table 1 mean abs error" in out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["predict", "train", "--model", "llama-2-70b", "--hardware", "a100-80gb", "--batch", "8", "--seq", "4096"],
+     "does not fit"),
+    (["predict", "train", "--model", "gpt2-small", "--hardware", "nope-9000", "--batch", "8", "--seq", "128"],
+     "unknown hardware"),
+    (["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "8", "--seq", "128",
+      "--tp", "5", "--devices", "5"], "tp 5"),
+    (["project", "--model", "gpt2-small", "--hardware", "a100-80gb", "--dataset", "wiki", "--batch", "8",
+      "--seq", "128"], "unknown dataset"),
+    (["calibrate"], "exactly one"),
+])
+def test_cli_bad_input_one_line_exit_2(capsys, args, needle):
+    code, out, err = _cli(args, capsys)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
