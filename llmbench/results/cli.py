@@ -33,13 +33,22 @@ def _filters(study, source, suite, model, hardware, status) -> dict:
 
 
 def headline(metrics: dict) -> str:
+    """The one or two figures that say most: a rate or time, then the fraction of a ceiling."""
+    out = []
     for name in _HEADLINE:
         v = metrics.get(name)
-        if isinstance(v, (int, float)):
-            return f"{name}={v:.4g}"
-    for name, v in metrics.items():
-        return f"{name}={v:.4g}" if isinstance(v, float) else f"{name}={v}"
-    return ""
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(f"{name}={v:.4g}")
+            break
+    for name in ("frac_of_ceiling", "mfu", "scaling_efficiency"):
+        v = metrics.get(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(f"{name}={v:.3g}")
+            break
+    if not out:
+        for name, v in metrics.items():
+            return f"{name}={v:.4g}" if isinstance(v, float) else f"{name}={v}"
+    return " ".join(out)
 
 
 def point_summary(point: dict) -> str:

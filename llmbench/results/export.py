@@ -59,8 +59,8 @@ def to_parquet(rows: list[dict], path: str | Path) -> None:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
-    except ModuleNotFoundError:
-        raise ValueError("parquet export needs pyarrow: pip install pyarrow (or use --format csv|json)")
+    except ImportError:
+        raise ValueError("parquet export needs pyarrow: pip install pyarrow (or use --format csv|json)") from None
     columns, flat = flatten(rows)
     arrays = {c: _arrow_column(pa, [r[c] for r in flat]) for c in columns}
     pq.write_table(pa.table(arrays), str(path))
