@@ -329,7 +329,7 @@ class StreamingExecutor:
     def _digest(self, flat: torch.Tensor) -> None:
         import hashlib
 
-        self.digests.append(hashlib.sha1(flat.detach().cpu().numpy().tobytes()).hexdigest()[:16])
+        self.digests.append(hashlib.sha1(flat.detach().cpu().clone().numpy().tobytes()).hexdigest()[:16])
 
     def close(self) -> None:
         self._work.put(None)

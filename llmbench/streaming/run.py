@@ -296,7 +296,9 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
     tps, step_s = _throughput(times, tokens, cfg.warmup_steps) if times else (0.0, 0.0)
     L, numel = spec.n_layers, tr.numel
     block_bytes = max(numel[f"block.{i}"] for i in range(L)) * 4
-    dense = 4 * (numel["ends"] * 2 + sum(numel[f"block.{i}"] for i in range(L)) * 2
+    # weights in: ends once, blocks forward and backward but the last (kept across the turn);
+    # gradients out: every group once
+    dense = 4 * (numel["ends"] * 2 + sum(numel[f"block.{i}"] for i in range(L)) * 3
                  - numel[f"block.{L - 1}"])
     streamed = (st["weight_bytes_in"] + st["grad_bytes_out"]) / n
     store = tr.store

@@ -1,0 +1,176 @@
+"""Weight-streaming runtime: exactness against resident training, device memory, budget, sparse
+bytes, the store's AdamW and layout. Tiny models on CPU (docs/stream.md)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from llmbench.streaming.run import StreamConfig, resolve_spec, run_compare, run_train
+from llmbench.streaming.store import AdamConfig, ParameterStore
+
+
+def test_streamed_losses_equal_resident_over_20_steps():
+    out = run_compare(StreamConfig(model="tiny", batch=4, seq=32, steps=20))
+    assert len(out["streamed_loss"]) == 20
+    assert out["max_rel_loss_diff"] <= 1e-5
+    assert out["streamed_loss"][-1] < out["streamed_loss"][0]  # it learns: the check is not vacuous
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_other_prefetch_depths_are_exact(prefetch):
+    out = run_compare(StreamConfig(model="tiny", layers=3, batch=2, seq=16, steps=3, prefetch=prefetch))
+    assert out["max_rel_loss_diff"] <= 1e-5
+    # prefetch K keeps at most K + 1 blocks (and at least 1) plus the embeddings on the device
+    blocks = (out["device_weight_bytes_peak"] - out["embedding_weight_bytes"]) / out["layer_weight_bytes"]
+    assert blocks == min(prefetch + 1, 3)
+
+
+def test_device_weight_peak_is_flat_in_depth():
+    peaks = {}
+    for layers in (4, 16):
+        out = run_train(StreamConfig(model="tiny", layers=layers, batch=2, seq=16, steps=1))
+        peaks[layers] = out["device_weight_bytes_peak"]
+        assert out["device_weight_bytes_peak"] <= 3 * out["layer_weight_bytes"] + out["embedding_weight_bytes"]
+    assert peaks[4] == peaks[16]
+
+
+def test_bigger_than_budget_trains_and_learns():
+    cfg = StreamConfig(model="tiny", layers=6, width=256, batch=8, seq=32, steps=8)
+    probe = run_train(StreamConfig(**{**cfg.__dict__, "steps": 1}))
+    budget = probe["device_bytes_estimate"] + 1024
+    assert probe["weights_and_adam_bytes"] > budget  # weights + Adam moments alone do not fit
+    out = run_train(StreamConfig(**{**cfg.__dict__, "device_memory_budget": budget}))
+    assert out["loss"][-1] < out["loss"][0] - 0.05
+    assert out["device_weight_bytes_peak"] < budget
+
+
+def test_budget_is_enforced_with_one_line_exit_2():
+    r = subprocess.run([sys.executable, "-m", "llmbench", "stream", "train", "--model", "tiny",
+                        "--steps", "1", "--device-memory-budget", "100000"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: does not fit") and r.stderr.count("\n") == 1
+
+
+def test_sparse_streams_10_to_20_percent_of_dense():
+    base = dict(model="tiny", width=128, batch=2, seq=16, steps=2)
+    dense = run_train(StreamConfig(**base))
+    sparse = run_train(StreamConfig(**base, sparsity=0.9))
+    ratio = sparse["streamed_bytes_per_step"] / dense["streamed_bytes_per_step"]
+    assert 0.10 <= ratio <= 0.20
+    assert dense["streamed_bytes_per_step"] == dense["dense_streamed_bytes_per_step"]
+
+
+def test_sparse_store_keeps_pruned_weights_at_zero(tmp_path):
+    out = run_train(StreamConfig(model="tiny", layers=2, batch=2, seq=16, steps=3, sparsity=0.5,
+                                 store=f"disk:{tmp_path}"))
+    store = ParameterStore.open(f"disk:{tmp_path}")
+    w = store.param_views("block.0")["blocks.0.mlp.fc.weight"]
+    assert store.step == 3 and len(out["loss"]) == 3
+    assert abs((w == 0).float().mean().item() - 0.5) < 0.01
+
+
+def test_store_adamw_matches_torch():
+    torch.manual_seed(1)
+    w0 = torch.randn(5, 7)
+    p = torch.nn.Parameter(w0.clone())
+    opt = torch.optim.AdamW([p], lr=0.01)
+    store = ParameterStore.create("ram", {"g": {"w": w0}}, adam=AdamConfig(lr=0.01))
+    for _ in range(5):
+        g = torch.randn(5, 7)
+        p.grad = g.clone()
+        opt.step()
+        store.update("g", g)
+        store.commit(0.0)
+    torch.testing.assert_close(store.param_views("g")["w"], p.detach(), rtol=1e-6, atol=1e-7)
+    m, v = store.moments("g")
+    torch.testing.assert_close(m.view(5, 7), opt.state[p]["exp_avg"])
+    torch.testing.assert_close(v.view(5, 7), opt.state[p]["exp_avg_sq"])
+
+
+def test_store_commit_needs_every_group_and_keeps_old_slot(tmp_path):
+    tier = f"disk:{tmp_path}"
+    store = ParameterStore.create(tier, {"a": {"x": torch.ones(4)}, "b": {"y": torch.ones(3)}},
+                                  adam=AdamConfig())
+    store.update("a", torch.ones(4))
+    with pytest.raises(RuntimeError, match="commit before every group"):
+        store.commit(1.0)
+    # not committed: a fresh open still sees step 0 and the initial weights
+    again = ParameterStore.open(tier)
+    assert again.step == 0 and torch.equal(again.weights("a"), torch.ones(4))
+    store.update("b", torch.ones(3))
+    store.commit(1.0)
+    again = ParameterStore.open(tier)
+    assert again.step == 1 and again.losses == [1.0] and again.weights("a")[0] < 1.0
+    assert store.nbytes == 2 * 3 * 7 * 4
+
+
+def test_kill_between_flush_and_manifest_keeps_the_old_step(tmp_path, monkeypatch):
+    """The new slot is written and flushed, the process dies before the manifest flips: a reopen
+    sees the previous step's weights, untouched (the double buffer never writes the live slot)."""
+    from llmbench.streaming import store as store_mod
+
+    tier = f"disk:{tmp_path}"
+    store = ParameterStore.create(tier, {"a": {"x": torch.ones(4)}}, adam=AdamConfig())
+
+    def die(where):
+        if where == "before_manifest":
+            raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(store_mod, "_crash_point", die)
+    store.update("a", torch.ones(4))
+    with pytest.raises(KeyboardInterrupt):
+        store.commit(1.0)
+    again = ParameterStore.open(tier)
+    assert again.step == 0 and again.losses == [] and torch.equal(again.weights("a"), torch.ones(4))
+    assert not torch.equal(again._slots[("a", 1)][0], torch.ones(4))  # the new slot was written
+
+
+def test_store_capacity_and_tier_errors(tmp_path):
+    with pytest.raises(ValueError, match="capacity"):
+        ParameterStore.create("ram", {"a": {"x": torch.ones(100)}}, adam=AdamConfig(), capacity_bytes=1000)
+    with pytest.raises(ValueError, match="ram' or 'disk:PATH"):
+        ParameterStore.create("nvme", {"a": {"x": torch.ones(1)}}, adam=AdamConfig())
+    with pytest.raises(ValueError, match="no store to resume"):
+        ParameterStore.open(f"disk:{tmp_path}/none")
+
+
+def test_resume_refuses_another_runs_store(tmp_path):
+    run_train(StreamConfig(model="tiny", layers=2, batch=2, seq=16, steps=1, store=f"disk:{tmp_path}"))
+    with pytest.raises(ValueError, match="made for another run"):
+        run_train(StreamConfig(model="tiny", layers=2, batch=4, seq=16, steps=2,
+                               store=f"disk:{tmp_path}", resume=True))
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(batch=0), "--batch"), (dict(prefetch=-1), "--prefetch"), (dict(sparsity=1.0), "--sparsity"),
+    (dict(resume=True), "--resume"), (dict(device_memory_budget=0), "--device-memory-budget"),
+])
+def test_config_rules(kw, match):
+    with pytest.raises(ValueError, match=match):
+        StreamConfig(**kw)
+
+
+def test_model_overrides():
+    spec = resolve_spec(StreamConfig(model="gpt2-small", layers=2, width=64, heads=4, vocab=100))
+    assert (spec.n_layers, spec.d_model, spec.d_ff, spec.n_heads, spec.vocab_size) == (2, 64, 256, 4, 100)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        resolve_spec(StreamConfig(model="gpt2-small", seq=4096))
+    with pytest.raises(ValueError, match="head"):
+        resolve_spec(StreamConfig(model="bert-base"))
+
+
+def test_cli_json_keys():
+    r = subprocess.run([sys.executable, "-m", "llmbench", "stream", "train", "--model", "tiny",
+                        "--layers", "2", "--batch", "2", "--seq", "16", "--steps", "2", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("tokens_per_s", "loss", "streamed_bytes_per_step", "exposed_stream_s_per_step",
+                "device_weight_bytes_peak", "store_bytes"):
+        assert key in out
+    assert len(out["loss"]) == 2 and out["tokens_per_s"] > 0

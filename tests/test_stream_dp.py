@@ -1,0 +1,38 @@
+"""Data parallel the SwarmX way: 2 CPU ranks under torchrun (gloo). Every rank's weights are the
+same every step, and the losses equal one rank with the doubled batch."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+ARGS = ["--model", "tiny", "--layers", "2", "--seq", "16", "--steps", "4", "--json"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_ranks_match_one_rank_with_doubled_batch():
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), "-m", "llmbench", "stream", "train", *ARGS,
+           "--batch", "2", "--check-ranks"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    dp = json.loads(r.stdout)
+    assert dp["world_size"] == 2
+    # one digest per block per step, on each rank
+    assert [len(step) for step in dp["rank_digests"][0]] == [2, 2, 2, 2]
+    assert dp["ranks_identical"] and dp["rank_digests"][0] == dp["rank_digests"][1]
+    assert len({d for step in dp["rank_digests"][0] for d in step}) == 8  # weights change every step
+    from llmbench.streaming.run import StreamConfig, run_train
+
+    one = run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=4, batch=4))
+    assert dp["loss"] == pytest.approx(one["loss"], rel=1e-5)
+    assert dp["loss"] != pytest.approx(run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=4,
+                                                              batch=2))["loss"], rel=1e-5)
