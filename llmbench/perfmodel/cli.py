@@ -11,9 +11,17 @@ path never imports rich.
 """
 from __future__ import annotations
 
+import argparse
+
 import typer
 
+#: option name, type, default: the one place the training defaults live (predict_train's own)
+TRAIN_DEFAULTS = (
+    ("devices", int, 1), ("precision", str, "bf16"), ("grad_accum", int, 1), ("tp", int, 1), ("pp", int, 1),
+    ("recompute", str, "none"), ("sparsity", float, 0.0), ("mode", str, "auto"), ("zero", int, 0),
+)
 TRAIN_HELP = {
+    "tp": "tensor-parallel degree", "pp": "pipeline-parallel degree",
     "devices": "devices (GPUs, wafers, ...) in all", "precision": "fp32|tf32|fp16|bf16|cbf16|fp8",
     "grad_accum": "gradient-accumulation steps (micro-batches per step)",
     "recompute": "activation recomputation: none|selective|full", "sparsity": "unstructured weight sparsity s",
@@ -41,19 +49,98 @@ def _lines(pairs) -> None:
         typer.echo(f"{k:<{w}}  {v}")
 
 
-def _train_pred(model, hardware, batch, seq, devices, precision, grad_accum, tp, pp, recompute,
-                sparsity, mode, zero):
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (cli.main prints 'error: ...', exit 2)."""
+
+    def error(self, message):
+        raise ValueError(f"{self.prog}: {message}")
+
+
+def _parse(parser, args):
+    return parser.parse_args(args)
+
+
+def _train_parser(prog: str):
+    """The training options. argparse (stdlib), not typer options: this typer builds a pydantic
+    TypeAdapter per option per call (~20 ms each), and one prediction must answer in < 0.3 s."""
+    p = _Parser(prog=prog, description="Predict one training configuration (analytical model).")
+    p.add_argument("--model", required=True, help="preset name or Hugging Face config.json")
+    p.add_argument("--hardware", required=True, help="catalog name, e.g. a100-80gb, cs2")
+    p.add_argument("--batch", type=int, required=True, help="global batch (sequences per step)")
+    p.add_argument("--seq", type=int, required=True, help="sequence length")
+    for name, typ, default in TRAIN_DEFAULTS:
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=typ, default=default,
+                       help=f"{TRAIN_HELP[name]} (default {default})")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    return p
+
+
+def _infer_parser():
+    p = _Parser(prog="llmbench predict infer", description="Predict serving one batch (analytical model).")
+    p.add_argument("--model", required=True, help="preset name or Hugging Face config.json")
+    p.add_argument("--hardware", required=True, help="catalog name")
+    p.add_argument("--batch", type=int, default=1, help="concurrent requests (default 1)")
+    p.add_argument("--prompt-len", type=int, default=128, help="input tokens per request (default 128)")
+    p.add_argument("--gen-len", type=int, default=128, help="generated tokens per request; 0 for encoders (default 128)")
+    p.add_argument("--devices", type=int, default=None, help="devices (default: the fewest that hold the model)")
+    p.add_argument("--precision", default="bf16", help=TRAIN_HELP["precision"])
+    p.add_argument("--mode", default="auto", help="auto|resident|sram_pipeline")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    return p
+
+
+def _train_pred(a):
     from llmbench.hardware import get_hardware
     from llmbench.models import get_model
     from llmbench.perfmodel.train import fit_advice, predict_train
 
-    spec, hw = get_model(model), get_hardware(hardware)
-    kw = dict(batch=batch, seq=seq, devices=devices, precision=precision, grad_accum=grad_accum, tp=tp,
-              pp=pp, recompute=recompute, sparsity=sparsity, mode=mode, zero=zero)
-    pred = predict_train(spec, hw, **kw)
+    spec, hw = get_model(a.model), get_hardware(a.hardware)
+    kw = {name: getattr(a, name) for name, _, _ in TRAIN_DEFAULTS}
+    pred = predict_train(spec, hw, batch=a.batch, seq=a.seq, **kw)
     if not pred.fits:
         raise ValueError(fit_advice(spec, hw, pred, **{**kw, "mode": pred.mode}))
     return pred
+
+
+def _infer(a) -> None:
+    from llmbench.hardware import get_hardware
+    from llmbench.models import get_model
+    from llmbench.perfmodel.infer import predict_infer
+
+    spec, hw = get_model(a.model), get_hardware(a.hardware)
+    pred = predict_infer(spec, hw, batch=a.batch, prompt_len=a.prompt_len, gen_len=a.gen_len,
+                         devices=a.devices, precision=a.precision, mode=a.mode)
+    if not pred.fits:
+        raise ValueError(f"{spec.name} with a {pred.kv_cache_bytes / 1e9:,.1f} GB KV cache does not fit "
+                         f"on {pred.devices} x {hw.name}; drop --devices to get the fewest that hold it, "
+                         "or use a smaller batch")
+    if a.json:
+        return _emit(pred.to_dict())
+    d = pred.to_dict()
+    pairs = [("prediction", f"infer {a.model} on {a.hardware}, batch {a.batch}, prompt {a.prompt_len}, gen {a.gen_len}"),
+             ("mode", d["mode"]), ("devices", str(d["devices"])), ("TTFT", _fmt_s(d["ttft_s"])),
+             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
+             ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", _fmt_s(d["latency_s"])),
+             ("bound", d["bound"]), ("KV cache", f"{d['kv_cache_bytes'] / 1e9:,.3f} GB")]
+    if d["max_batch_x_context"] is not None:
+        pairs.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
+    _lines(pairs)
+
+
+def _project(a) -> None:
+    from llmbench.perfmodel.project import get_dataset, project
+
+    ds = get_dataset(a.dataset)
+    pred = _train_pred(a)
+    out = project(ds, pred, epochs=a.epochs)
+    if a.json:
+        return _emit(out)
+    size = f"{ds.tokens:,.0f} tokens" if ds.tokens else f"{ds.samples:,.0f} samples"
+    _lines([("data set", f"{ds.name} ({size}) x {a.epochs:g} epoch(s)"), ("source", ds.source),
+            ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
+                           f"({pred.mode}, bound {pred.bound})"),
+            ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"),
+            ("device-hours", f"{out['device_hours']:,.1f}")])
 
 
 def _print_train(pred, title: str) -> None:
@@ -74,97 +161,34 @@ def register(app: typer.Typer) -> None:
                               no_args_is_help=True)
     app.add_typer(predict_app, name="predict")
 
-    @predict_app.command("train")
-    def predict_train_cmd(
-        model: str = typer.Option(..., "--model", help="preset name or Hugging Face config.json"),
-        hardware: str = typer.Option(..., "--hardware", help="catalog name, e.g. a100-80gb, cs2"),
-        batch: int = typer.Option(..., "--batch", help="global batch (sequences per step)"),
-        seq: int = typer.Option(..., "--seq", help="sequence length"),
-        devices: int = typer.Option(1, "--devices", help=TRAIN_HELP["devices"]),
-        precision: str = typer.Option("bf16", "--precision", help=TRAIN_HELP["precision"]),
-        grad_accum: int = typer.Option(1, "--grad-accum", help=TRAIN_HELP["grad_accum"]),
-        tp: int = typer.Option(1, "--tp", help="tensor-parallel degree"),
-        pp: int = typer.Option(1, "--pp", help="pipeline-parallel degree"),
-        recompute: str = typer.Option("none", "--recompute", help=TRAIN_HELP["recompute"]),
-        sparsity: float = typer.Option(0.0, "--sparsity", help=TRAIN_HELP["sparsity"]),
-        mode: str = typer.Option("auto", "--mode", help=TRAIN_HELP["mode"]),
-        zero: int = typer.Option(0, "--zero", help=TRAIN_HELP["zero"]),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration."""
-        pred = _train_pred(model, hardware, batch, seq, devices, precision, grad_accum, tp, pp,
-                           recompute, sparsity, mode, zero)
-        if json_out:
+    fast = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+    @predict_app.command("train", context_settings=fast, add_help_option=False)
+    def predict_train_cmd(ctx: typer.Context) -> None:
+        """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration
+        (--model --hardware --batch --seq [--devices ...]; --help lists all options)."""
+        a = _parse(_train_parser("llmbench predict train"), ctx.args)
+        pred = _train_pred(a)
+        if a.json:
             return _emit(pred.to_dict())
-        _print_train(pred, f"train {model} on {devices} x {hardware}, batch {batch} x {seq}")
+        _print_train(pred, f"train {a.model} on {a.devices} x {a.hardware}, batch {a.batch} x {a.seq}")
 
-    @predict_app.command("infer")
-    def predict_infer_cmd(
-        model: str = typer.Option(..., "--model", help="preset name or Hugging Face config.json"),
-        hardware: str = typer.Option(..., "--hardware", help="catalog name"),
-        batch: int = typer.Option(1, "--batch", help="concurrent requests"),
-        prompt_len: int = typer.Option(128, "--prompt-len", help="input tokens per request"),
-        gen_len: int = typer.Option(128, "--gen-len", help="generated tokens per request (0 for encoders)"),
-        devices: int = typer.Option(None, "--devices", help="devices (default: fewest that hold the model)"),
-        precision: str = typer.Option("bf16", "--precision", help=TRAIN_HELP["precision"]),
-        mode: str = typer.Option("auto", "--mode", help="auto|resident|sram_pipeline"),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache."""
-        from llmbench.hardware import get_hardware
-        from llmbench.models import get_model
-        from llmbench.perfmodel.infer import predict_infer
+    @predict_app.command("infer", context_settings=fast, add_help_option=False)
+    def predict_infer_cmd(ctx: typer.Context) -> None:
+        """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache
+        (--model --hardware --batch --prompt-len --gen-len [--devices --precision --mode]; --help)."""
+        a = _parse(_infer_parser(), ctx.args)
+        _infer(a)
 
-        spec, hw = get_model(model), get_hardware(hardware)
-        pred = predict_infer(spec, hw, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-                             devices=devices, precision=precision, mode=mode)
-        if not pred.fits:
-            raise ValueError(f"{spec.name} with a {pred.kv_cache_bytes / 1e9:,.1f} GB KV cache does not fit "
-                             f"on {pred.devices} x {hw.name}; drop --devices to get the fewest that hold it, "
-                             "or use a smaller batch")
-        if json_out:
-            return _emit(pred.to_dict())
-        d = pred.to_dict()
-        pairs = [("prediction", f"infer {model} on {hardware}, batch {batch}, prompt {prompt_len}, gen {gen_len}"),
-                 ("mode", d["mode"]), ("devices", str(d["devices"])), ("TTFT", _fmt_s(d["ttft_s"])),
-                 ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
-                 ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", _fmt_s(d["latency_s"])),
-                 ("bound", d["bound"]), ("KV cache", f"{d['kv_cache_bytes'] / 1e9:,.3f} GB")]
-        if d["max_batch_x_context"] is not None:
-            pairs.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
-        _lines(pairs)
-
-    @app.command("project")
-    def project_cmd(
-        model: str = typer.Option(..., "--model"), hardware: str = typer.Option(..., "--hardware"),
-        dataset: str = typer.Option(..., "--dataset", help="pile | owt | sst2 | a number of tokens"),
-        epochs: float = typer.Option(1.0, "--epochs"),
-        batch: int = typer.Option(..., "--batch", help="global batch"), seq: int = typer.Option(..., "--seq"),
-        devices: int = typer.Option(1, "--devices", help=TRAIN_HELP["devices"]),
-        precision: str = typer.Option("bf16", "--precision", help=TRAIN_HELP["precision"]),
-        grad_accum: int = typer.Option(1, "--grad-accum", help=TRAIN_HELP["grad_accum"]),
-        tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-        recompute: str = typer.Option("none", "--recompute", help=TRAIN_HELP["recompute"]),
-        sparsity: float = typer.Option(0.0, "--sparsity", help=TRAIN_HELP["sparsity"]),
-        mode: str = typer.Option("auto", "--mode", help=TRAIN_HELP["mode"]),
-        zero: int = typer.Option(0, "--zero", help=TRAIN_HELP["zero"]),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """Time to train: hours, days and device-hours for EPOCHS epochs of a data set."""
-        from llmbench.perfmodel.project import get_dataset, project
-
-        ds = get_dataset(dataset)
-        pred = _train_pred(model, hardware, batch, seq, devices, precision, grad_accum, tp, pp,
-                           recompute, sparsity, mode, zero)
-        out = project(ds, pred, epochs=epochs)
-        if json_out:
-            return _emit(out)
-        size = f"{ds.tokens:,.0f} tokens" if ds.tokens else f"{ds.samples:,.0f} samples"
-        _lines([("data set", f"{ds.name} ({size}) x {epochs:g} epoch(s)"), ("source", ds.source),
-                ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
-                               f"({pred.mode}, bound {pred.bound})"),
-                ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"),
-                ("device-hours", f"{out['device_hours']:,.1f}")])
+    @app.command("project", context_settings=fast, add_help_option=False)
+    def project_cmd(ctx: typer.Context) -> None:
+        """Time to train: hours, days and device-hours per epoch of pile | owt | sst2 | TOKENS
+        (--model --hardware --dataset --batch --seq [--epochs and every predict-train option]; --help)."""
+        p = _train_parser("llmbench project")
+        p.add_argument("--dataset", required=True, help="pile | owt | sst2 | a number of tokens")
+        p.add_argument("--epochs", type=float, default=1.0)
+        a = _parse(p, ctx.args)
+        _project(a)
 
     @app.command("calibrate")
     def calibrate_cmd(
