@@ -63,6 +63,11 @@ def stream_link_bytes_per_s(hw) -> float:
     return hw.device_memory.bandwidth_bytes_per_s
 
 
+def stream_shares_device_memory(hw) -> bool:
+    """True when weights stream over the device's own memory (no tier below it: a CPU)."""
+    return hw.tier("external") is None and list(hw.memory_tiers).index(hw.device_memory) == len(hw.memory_tiers) - 1
+
+
 def _links(hw, devices):
     """(intra-node bandwidth, bandwidth of a group spanning `devices`, latency) per device."""
     ic = hw.interconnect
@@ -191,10 +196,16 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
     else:
         link = stream_link_bytes_per_s(hw) * p["stream"]
         t_stream = 3.0 * W / link  # weights in (fwd, bwd), gradients out
-        exp_stream = np.maximum(0.0, t_stream - t_micro) + t_stream / sh.L
+        # coarse-grained pipelining: layer i+1 streams while layer i computes. When the link is the
+        # device's own memory (a CPU copying from a DRAM store), only compute-bound time hides it
+        hide = comp_micro if stream_shares_device_memory(hw) else t_micro
+        exp_stream = np.maximum(0.0, t_stream - hide) + t_stream / sh.L
         depth = np.ceil(np.log2(np.maximum(D, 1.0)))  # SwarmX tree: broadcast and reduce fill/drain
         t_swarm = np.where(D > 1, 2.0 * depth * (W / sh.L / link + lat), 0.0)
-        opt_bw = p["optimizer_bytes_per_s"] or 4.0 * stream_link_bytes_per_s(hw)
+        # the optimizer runs where the weights live: MemoryX (prior 4x its link), or the device's own
+        # memory when streaming from it; its updates overlap the next forward (fine-grained)
+        opt_bw = p["optimizer_bytes_per_s"] or (bw if stream_shares_device_memory(hw)
+                                                else 4.0 * stream_link_bytes_per_s(hw))
         t_opt = P * OPT_BYTES_PER_PARAM / opt_bw
         exposed_opt = np.maximum(0.0, t_opt - (fwd_c + fwd_m))  # updates overlap the next forward
         step = m * (t_micro + exp_stream) + t_swarm + exposed_opt + p["step_overhead_s"]
@@ -358,11 +369,15 @@ def sweep_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum
 
 def streaming_crossover_tokens(spec, hw, precision="bf16", seq=None, params=None) -> float:
     """Tokens per step above which weight streaming stops being exposed: the step's compute
-    (fwd + bwd) equals the time to stream the weights in twice and the gradients out once."""
+    (fwd + bwd) equals the time to stream the weights in twice and the gradients out once.
+
+    Searched over fractional batches of `seq`-token sequences (default min(max_seq_len, 1024)), so
+    the answer may be below one sequence on slow compute (a CPU): then streaming is always hidden.
+    """
     import numpy as np
 
     T = int(seq or min(spec.max_seq_len, 1024))
-    batches = np.unique(np.round(np.logspace(0, 6, 400)).astype(int))
+    batches = np.logspace(-4, 6, 2000)
     r = train_arrays(spec, hw, batch=batches, seq=T, precision=precision, mode="weight_streaming",
                      params=params)
     over = r["stream_exposed"] - r["stream"] / spec.n_layers  # exposed beyond pipeline fill
