@@ -3,6 +3,7 @@
     llmbench study list [--json]
     llmbench study show NAME [--quick] [--device D] [--db PATH] [--json]
     llmbench study run NAME [--quick] [--device D] [--db PATH] [--force] [--json]
+    llmbench study predict NAME [--hardware a100-40gb,cs2] [--db PATH] [--json]
 
 No torch at import time (the suites import it when a point runs).
 """
@@ -163,3 +164,40 @@ def register(app: typer.Typer) -> None:
 
             return emit_json(summary)
         _print_results(summary)
+
+    @study_app.command("predict")
+    def study_predict(
+        name: str = typer.Argument(..., help="study name (llmbench study list)"),
+        hardware: str = typer.Option(None, "--hardware",
+                                     help="comma-separated catalog names (default: every accelerator)"),
+        db: str = typer.Option(None, "--db", help=DB_HELP),
+        json_out: bool = typer.Option(False, "--json", help="JSON output"),
+    ) -> None:
+        """Record the analytical model's predictions for the study's full-size points."""
+        from llmbench.studies.predict import predict_study
+
+        hws = [h.strip() for h in hardware.split(",") if h.strip()] if hardware else None
+        summary = predict_study(name, hws, db)
+        if json_out:
+            from llmbench.cli import emit_json
+
+            return emit_json(summary)
+        from rich.console import Console
+        from rich.table import Table
+
+        from llmbench.results.cli import headline
+        from llmbench.studies.runner import describe
+
+        t = Table(title=f"{summary['study']} predicted on {len(summary['hardware'])} devices: "
+                        + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()))
+        for col in ("hardware", "point", "status", "result"):
+            t.add_column(col, overflow="fold")
+        for r in summary["results"]:
+            result = headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")
+            t.add_row(r["hardware"], describe(r["point"]), r["status"], result)
+        con = Console()
+        con.print(t)
+        if summary["block_points_left_out"]:
+            con.print(f"{summary['block_points_left_out']} block points left out: the analytical "
+                      "model predicts whole models, not one layer")
+        con.print(f"results in {summary['db']}")
