@@ -146,10 +146,12 @@ def _project(a) -> None:
 def _print_train(pred, title: str) -> None:
     d = pred.to_dict()
     mfu = "-" if d["mfu"] is None else f"{d['mfu']:.1%}"
+    nd = 1 if d["tflops_per_device"] >= 1 else 4
     pairs = [("prediction", title), ("mode", d["mode"]), ("devices", str(d["devices"])),
              ("step time", _fmt_s(d["step_time_s"])), ("tokens/s", f"{d['tokens_per_s']:,.0f}"),
              ("samples/s", f"{d['samples_per_s']:,.2f}"),
-             ("TFLOP/s per device", f"{d['tflops_per_device']:,.1f} model, {d['hw_tflops_per_device']:,.1f} executed"),
+             ("TFLOP/s per device", f"{d['tflops_per_device']:,.{nd}f} model, "
+                                    f"{d['hw_tflops_per_device']:,.{nd}f} executed"),
              ("MFU", mfu), ("bound", d["bound"]),
              ("memory per device", f"{d['memory_per_device_bytes'] / 1e9:,.2f} GB")]
     pairs += [(f"  {k}", _fmt_s(v)) for k, v in d["breakdown"].items()]

@@ -130,7 +130,8 @@ def predict_infer(spec, hw, *, batch, prompt_len, gen_len, devices=None, precisi
 def _result(ttft, t_tok, batch, prompt_len, gen_len, n, bound, kv, mode, fits, mbc, p, encoder):
     latency = ttft + gen_len * t_tok + p["infer_overhead_s"]
     tps = batch * prompt_len / latency if encoder or gen_len == 0 else batch / t_tok
-    return InferPrediction(ttft_s=ttft + p["infer_overhead_s"], decode_tokens_per_s_per_seq=1.0 / t_tok,
+    return InferPrediction(ttft_s=ttft + p["infer_overhead_s"],
+                           decode_tokens_per_s_per_seq=0.0 if encoder else 1.0 / t_tok,
                            tokens_per_s=tps, latency_s=latency, devices=int(n), bound=bound,
                            kv_cache_bytes=kv, mode=mode, fits=bool(fits), max_batch_x_context=mbc)
 

@@ -216,6 +216,12 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
         exp_stream = m * exp_stream
 
     fl = _flops(spec, T, recompute)
+    # FLOPs executed: zero weights skipped (wafer) or 2:4 halves (GPU) leave out that share of the
+    # dense-layer GEMMs (fwd + bwd + full recompute); model FLOPs stay dense-equivalent
+    skipped = (S if hw.skips_zero_weights else np.where(S >= 0.5, 0.5, 0.0) if hw.structured_sparsity
+               else 0.0)
+    dense_fl = 2.0 * T * sh.dense_params * (3.0 + (1.0 if recompute == "full" else 0.0))
+    fl = (fl[0], fl[1] - skipped * dense_fl)
     mem_dev = memory_per_device(spec, hw, b, T, m, TP, PP, dp, precision, recompute, zero, streaming)
     cap = _capacity(hw, streaming, P)
     return {
