@@ -140,6 +140,8 @@ class StreamingExecutor:
     # ------------------------------------------------------------ the loader (store -> device)
 
     def _loader(self) -> None:
+        if self._accel and self.device.index is not None:
+            self._mod.set_device(self.device.index)
         while True:
             item = self._work.get()
             if item is None:
@@ -155,6 +157,15 @@ class StreamingExecutor:
                 self._ready.put((group, e))
 
     def _materialise(self, group: str, flat: torch.Tensor | None):
+        if not self._accel:
+            return self._alloc_fill(group, flat), None
+        # allocate and copy on the side stream; _take makes the compute stream wait for it and
+        # record_stream()s the storage, so a free on the compute stream is stream-safe
+        with self._mod.stream(self._side):
+            flat = self._alloc_fill(group, flat)
+            return flat, self._side.record_event()
+
+    def _alloc_fill(self, group: str, flat: torch.Tensor | None) -> torch.Tensor:
         n = self.numel[group]
         fresh = flat is None
         if fresh:
@@ -162,18 +173,14 @@ class StreamingExecutor:
         else:
             flat.untyped_storage().resize_(n * 4)
         self.account.add(weight=n * 4)
+        # fill through an alias: the same storage, its own version counter, so the autograd graph
+        # that saved views of `flat` in the forward accepts the re-streamed weights
         alias = torch.empty(0, dtype=torch.float32, device=self.device).set_(
             flat.untyped_storage(), 0, (n,), (1,))
-        event = None
-        if self._accel:
-            with self._mod.stream(self._side):
-                self._fill(group, alias)
-                event = self._side.record_event()
-        else:
-            self._fill(group, alias)
+        self._fill(group, alias)
         if fresh:
             flat.requires_grad_(True)
-        return flat, event
+        return flat
 
     def _fill(self, group: str, alias: torch.Tensor) -> None:
         """Copy the committed weights into `alias` (rank 0), then broadcast them (data parallel)."""
@@ -243,6 +250,7 @@ class StreamingExecutor:
         if self._accel and self.owner:
             with self._mod.stream(self._grad_stream):
                 self._grad_stream.wait_stream(self._mod.current_stream(self.device))
+                payload.record_stream(self._grad_stream)
                 payload = payload.to("cpu", non_blocking=True)
                 event = self._grad_stream.record_event()
         self.stats["grad_bytes_out"] += payload.numel() * 4

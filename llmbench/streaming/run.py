@@ -12,6 +12,7 @@ parallel ranks take their rows of the same global batch.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass, fields
 
@@ -236,8 +237,9 @@ def _timed(fn, device):
 
 
 def _throughput(times: list[float], tokens: int, warmup: int) -> tuple[float, float]:
+    """tokens/s and step time from the median step after the warm-up (robust to other load)"""
     timed = times[warmup:] if len(times) > warmup else times
-    step_s = sum(timed) / len(timed)
+    step_s = statistics.median(timed)
     return tokens / step_s, step_s
 
 
@@ -353,14 +355,19 @@ def run_compare(cfg: StreamConfig) -> dict:
     tokens = cfg.batch * cfg.seq
     r_tps, r_step = _throughput(tr_, tokens, cfg.warmup_steps)
     s_tps, s_step = _throughput(ts_, tokens, cfg.warmup_steps)
+    w = cfg.warmup_steps if cfg.steps > cfg.warmup_steps else 0
+    # other work on the machine slows steps at random: the ratio is the median over adjacent
+    # (resident, streamed) step pairs, robust to load that drifts; tokens/s use median step times
+    ratio = statistics.median(a / b for a, b in zip(tr_[w:], ts_[w:]))
     rel = [abs(a - b) / abs(a) for a, b in zip(lr_, ls_)]
     L = spec.n_layers
     return {
         "model": spec.name, "n_layers": L, "d_model": spec.d_model, "batch": cfg.batch,
         "seq": cfg.seq, "steps": cfg.steps, "tokens_per_step": tokens, "device": str(device),
         "prefetch": cfg.prefetch,
-        "resident_tokens_per_s": r_tps, "streamed_tokens_per_s": s_tps, "ratio": s_tps / r_tps,
+        "resident_tokens_per_s": r_tps, "streamed_tokens_per_s": s_tps, "ratio": ratio,
         "resident_step_s": r_step, "streamed_step_s": s_step,
+        "resident_step_times_s": tr_, "streamed_step_times_s": ts_,
         "resident_loss": lr_, "streamed_loss": ls_, "max_rel_loss_diff": max(rel),
         "device_weight_bytes_peak": st.ex.account.weight_bytes_peak,
         "layer_weight_bytes": max(st.numel[f"block.{i}"] for i in range(L)) * 4,
