@@ -107,7 +107,7 @@ def test_tables_compare_published_and_predicted(tmp_path):
         data = Data.from_db(db, ("gpt2xl-scaling", "validation"))
     val = validation_table(data)
     assert val.rows == [["cs2-bert-large-8192", "cs2", "bert-large", "samples_per_s", "12,000",
-                         "10,500", "-12.5%", "arXiv:2409.00287"]]
+                         "10,500", "-12.5%", "-", "arXiv:2409.00287"]]
     assert "median |error| 12.5%" in val.note
     sc = scaling_table(data)
     cs2 = [r for r in sc.rows if r[0] == "CS-2"]
@@ -187,12 +187,18 @@ def test_ceilings_json_is_flattened_with_units():
 def test_validation_rows_normalised():
     from llmbench.report.validation import _rows, normalise
 
+    # llmbench validate --json gives published values as text, ranges included
     payload = {"rows": [{"id": "x", "system": "cs2", "model": "bert-base", "metric": "samples_per_s",
-                         "published": 100.0, "predicted": 80.0},
-                        {"id": "trend", "metric": "trend", "published": "compute-bound", "pass": True}]}
+                         "published": "100", "predicted": 80.0},
+                        {"id": "trend", "metric": "trend", "published": "compute-bound", "pass": True},
+                        {"id": "r", "system": "cs2", "model": "gpt2-xl", "metric": "s0.9_over_dense",
+                         "published": "1.8-2.0", "predicted": 1.75, "error": -0.0275}]}
     rows = [normalise(r) for r in _rows(payload)]
     assert rows[1] is None
     assert rows[0]["metrics"]["rel_error"] == pytest.approx(-0.2)
+    assert rows[2]["metrics"]["published"] == pytest.approx(1.9)
+    assert rows[2]["metrics"]["published_text"] == "1.8-2.0"
+    assert rows[2]["metrics"]["rel_error"] == -0.0275  # validate's own error (against the range) is kept
     assert rows[0]["point"] == {"suite": "validation", "published_id": "x", "model": "bert-base",
                                 "hardware": "cs2"}
 

@@ -136,13 +136,13 @@ def _intensity(model: str, batch, seq, precision: str, *, block: bool, resize=No
     return flops / moved if moved else None
 
 
-def _roof(ax, peak_flops: float | None, bw: float | None, colour: str, label: str) -> None:
+def _roof(ax, peak_flops: float | None, bw: float | None, colour: str, label: str, ls: str = "-") -> None:
     import numpy as np
 
     if not peak_flops or not bw:
         return
     x = np.logspace(-1, 4, 200)
-    ax.plot(x, np.minimum(peak_flops, x * bw) / 1e12, color=colour, lw=1.2, label=label)
+    ax.plot(x, np.minimum(peak_flops, x * bw) / 1e12, color=colour, lw=1.2, label=label, linestyle=ls)
 
 
 def _infer_point(r) -> tuple[float, float] | None:
@@ -201,6 +201,10 @@ def draw_roofline(data: Data):
         prec = "bf16" if hw.peak("bf16") else "fp16"
         mem = hw.device_memory
         _roof(ax, hw.peak(prec), mem.bandwidth_bytes_per_s, "#555555", f"roof {prec} · {mem.name}")
+        for tier in hw.memory_tiers:
+            if tier.role == "external":  # weight streaming: the link to the weight store is the roof
+                _roof(ax, hw.peak(prec), tier.bandwidth_bytes_per_s, "#555555",
+                      f"roof · {tier.name} link (weights streamed)", ls="--")
         mine = [r for r in pred if r.get("hardware") == h and field(r, "precision") == prec]
         _roof_points(ax, mine, colour=style.hw_colour(h), label="predicted · GPT-2 XL training")
         inf = [r for r in data.get("bert-infer-batch", "predicted") if r.get("hardware") == h]
@@ -224,17 +228,18 @@ def draw_roofline(data: Data):
 
 def _measured_roofline(ax, data: Data) -> None:
     ax.set_title("this machine (measured ceilings)", fontsize=9)
-    ceil = data.get("ceilings", "measured")
-    bw = max((metric(r, "copy_bandwidth_bytes_per_s", "bandwidth_bytes_per_s", "copy_bytes_per_s") or 0
-              for r in ceil), default=0)
-    peaks = {}
-    for r in ceil:
-        for k, v in (r.get("metrics") or {}).items():
+    from .reproduce import _flat_ceilings
+
+    peaks, bw = {}, 0.0
+    for r in data.get("ceilings", "measured"):
+        m = {**(r.get("metrics") or {}), **_flat_ceilings(r.get("metrics") or {})}
+        bw = max(bw, m.get("copy_bandwidth_bytes_per_s") or 0.0)
+        for k, v in m.items():
             if k.startswith("gemm_") and k.endswith("_flops_per_s") and isinstance(v, (int, float)):
                 peaks[k[5:-12]] = max(v, peaks.get(k[5:-12], 0))
     for dt, peak in sorted(peaks.items()):
         _roof(ax, peak, bw, style.SOURCE_STYLE["measured"][0] if dt == "fp32" else "#88bb88",
-              f"measured ceiling {dt}")
+              f"measured ceiling {dt} · copy {bw / 1e9:.0f} GB/s")
     drawn = _roof_points(ax, data.get("transformer-block", "measured"), colour=None,
                          label="measured here · block", measured=True)
     drawn |= _roof_points(ax, data.get("bert-infer-batch", "measured"), colour=None,
@@ -267,7 +272,20 @@ def draw_block(data: Data):
     _measured_panel(axes[0][-1], data, "transformer-block", "batch",
                     ("fwd_bwd_tflops", "achieved_tflops", "tflops_per_device"),
                     ylabel="TFLOP/s (fwd+bwd)", xlabel="batch", group="precision")
-    return _finish(fig, axes[0][:1])
+    return _fig_legend(fig, axes[0][:-1])
+
+
+def _fig_legend(fig, axes):
+    """One legend under the panels with every entry of `axes` once (panels share hardware)."""
+    seen = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.tight_layout(rect=(0, 0.12 if seen else 0, 1, 1))
+    if seen:
+        fig.legend(seen.values(), seen.keys(), loc="lower center", ncol=min(6, len(seen)), fontsize=7.5,
+                   frameon=False)
+    return fig
 
 
 # ---------------------------------------------------------------- BERT on CS-2
@@ -601,10 +619,16 @@ def draw_time_to_train(data: Data):
             v = metric(r, pub_metric)
             if v is not None and r.get("hardware") in hws:
                 ax.plot([v], [style.hw_label(r.get("hardware"))], label="published", **style.published_kw())
+        from matplotlib.ticker import NullFormatter
+
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"{unit} per epoch")
         ax.set_title(f"one epoch of {'the Pile' if ds == 'pile' else 'SST-2'}: {model}", fontsize=9)
-        ax.legend(loc="lower right")
+        ax.set_xlim(right=ax.get_xlim()[1] * 8)  # room for the "does not fit" notes
+        handles, labels = ax.get_legend_handles_labels()
+        seen = dict(zip(labels, handles))
+        ax.legend(seen.values(), seen.keys(), loc="upper right", fontsize=7)
     return _finish(fig)
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from .tables import MEASURED_STUDIES
 
-REPORT_STUDIES = MEASURED_STUDIES + ("gpt2xl-scaling", "time-to-train", "llm-inference", "validation")
+REPORT_STUDIES = MEASURED_STUDIES + ("gpt2xl-scaling", "time-to-train", "llm-inference", "validation",
+                                     "validation-trends")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,8 +87,14 @@ def _last_line(text: str | None) -> str:
 
 
 def record_ceilings(db, result: dict) -> None:
-    """Store the ceilings JSON as a measured row when the measure command did not record it."""
-    if db.query(study="ceilings", source="measured") or result["status"] != "ok":
+    """File the ceilings under study "ceilings": link the row `measure ceilings` recorded, or
+    record its JSON output when it recorded none."""
+    rows = db.query(source="measured", suite="ceilings")
+    if rows:
+        for r in rows:
+            db.link("ceilings", r["key"])
+        return
+    if result["status"] != "ok":
         return
     try:
         data = json.loads(result["stdout"])

@@ -82,7 +82,7 @@ def plan(hardware: tuple[str, ...] = CATALOG) -> list[Pred]:
                      args=dict(batch=8 * g, seq=1024, devices=8, grad_accum=g, precision=p))
                 for g in GAS_STEPS]
         out += [Pred(study="sparsity", kind="train", model=m, hardware=h,
-                     args=dict(batch=64, seq=1024 if m == "gpt2-xl" else 2048, precision=p, sparsity=s))
+                     args=dict(batch=112, seq=1024 if m == "gpt2-xl" else 2048, precision=p, sparsity=s))
                 for m in SPARSITY_MODELS for s in SPARSITIES]
         out += [Pred(study="genslm", kind="train", model=m, hardware=h,
                      args=dict(batch=32, seq=1024, devices=n, precision=p))

@@ -73,6 +73,15 @@ def measured_summary(data: Data) -> Table:
 def _headline(study: str, rows: list[dict]) -> str:
     if not rows:
         return "-"
+    if study == "ceilings":
+        from .reproduce import _flat_ceilings
+
+        m = {**(rows[-1].get("metrics") or {}), **_flat_ceilings(rows[-1].get("metrics") or {})}
+        parts = [f"GEMM {k[5:-12]} {v / 1e12:.3g} TFLOP/s" for k, v in m.items()
+                 if k.startswith("gemm_") and k.endswith("_flops_per_s")]
+        if m.get("copy_bandwidth_bytes_per_s"):
+            parts.append(f"copy {m['copy_bandwidth_bytes_per_s'] / 1e9:.3g} GB/s")
+        return ", ".join(parts) or "-"
     for name, unit, scale in (("fwd_bwd_tflops", "TFLOP/s", 1), ("scaling_efficiency", "efficiency", 1),
                               ("latency_s_p50", "ms p50", 1e3), ("samples_per_s", "samples/s", 1),
                               ("tokens_per_s", "tokens/s", 1), ("achieved_tflops", "TFLOP/s", 1)):
@@ -80,23 +89,21 @@ def _headline(study: str, rows: list[dict]) -> str:
         if vals:
             lo, hi = min(vals) * scale, max(vals) * scale
             return f"{fmt(lo)}–{fmt(hi)} {unit}" if lo != hi else f"{fmt(lo)} {unit}"
-    if study == "ceilings":
-        keys = sorted({k for r in rows for k in (r.get("metrics") or {})})
-        return ", ".join(keys[:4]) or "-"
     return "-"
 
 
 def validation_table(data: Data) -> Table:
     t = Table("validation", "Predicted against published (every numeric row of published.csv)",
-              ["id", "system", "model", "metric", "published", "predicted", "error", "source"],
-              kinds=["", "", "", "", "published", "predicted", "", ""])
+              ["id", "system", "model", "metric", "published", "predicted", "error", "assumption", "source"],
+              kinds=["", "", "", "", "published", "predicted", "", "", ""])
     rows = data.get("validation", "predicted", status=None)
     for r in rows:
         m = r.get("metrics") or {}
         t.rows.append([field(r, "published_id") or "-", r.get("hardware") or "-", r.get("model") or "-",
-                       m.get("metric", "-"), fmt(metric(r, "published")),
+                       m.get("metric", "-"), m.get("published_text") or fmt(metric(r, "published")),
                        fmt(metric(r, "predicted")) if r.get("status", "ok") == "ok" else (r.get("error") or NA)[:60],
-                       pct(metric(r, "rel_error")), m.get("reference") or reference_of(r) or "published.csv"])
+                       pct(metric(r, "rel_error")), m.get("assumption") or "-",
+                       m.get("reference") or reference_of(r) or "published.csv"])
     errs = [abs(metric(r, "rel_error")) for r in rows if metric(r, "rel_error") is not None]
     if errs:
         errs.sort()
@@ -104,6 +111,17 @@ def validation_table(data: Data) -> Table:
                   f"max {errs[-1] * 100:.1f}%, within 25%: {sum(e <= 0.25 for e in errs)}/{len(errs)}.")
     t.sources = ["published: llmbench/reference/published.csv (source column per row)",
                  "predicted: llmbench validate --json"]
+    return t
+
+
+def trends_table(data: Data) -> Table:
+    t = Table("trends", "Published trends checked against the predictions",
+              ["id", "claim", "predicted", "detail", "source"], kinds=["", "published", "predicted", "", ""])
+    for r in data.get("validation-trends", "predicted"):
+        m = r.get("metrics") or {}
+        t.rows.append([field(r, "published_id"), m.get("claim", "-"), "pass" if m.get("passed") else "FAIL",
+                       m.get("detail", "-"), m.get("reference") or "published.csv"])
+    t.sources = ["published: llmbench/reference/published.csv (trend rows)", "predicted: llmbench validate --json"]
     return t
 
 
@@ -186,7 +204,7 @@ def sparsity_table(data: Data) -> Table:
             m = r.get("model")
             t.rows.append([m, fmt(v), fmt(sp.get(("cs2", m))), fmt(sp.get(("a100-80gb", m))),
                            reference_of(r)])
-    t.sources = ["predicted: llmbench predict train --model M --hardware H --batch 64 --sparsity 0|0.9"]
+    t.sources = ["predicted: llmbench predict train --model M --hardware H --batch 112 --sparsity 0|0.9 (batch 112 as llmbench validate assumes)"]
     return t
 
 
@@ -208,7 +226,8 @@ def inference_table(data: Data) -> Table:
 
 
 def all_tables(data: Data) -> list[Table]:
-    return [measured_summary(data), validation_table(data), scaling_table(data), sparsity_table(data),
+    return [measured_summary(data), validation_table(data), trends_table(data), scaling_table(data),
+            sparsity_table(data),
             genslm_table(data), time_to_train_table(data), inference_table(data)]
 
 
@@ -216,7 +235,9 @@ def print_tables(tables: list[Table], console=None) -> None:
     from rich.console import Console
     from rich.table import Table as RichTable
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+        console = console if console.is_terminal else Console(width=140)  # pipes, logs, docs
     colour = {"measured": "green", "predicted": "blue", "published": "red"}
     for tb in tables:
         rt = RichTable(title=tb.title, title_justify="left", caption=" · ".join(tb.sources)[:300] or None,

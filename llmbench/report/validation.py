@@ -13,11 +13,29 @@ VALIDATE_CMD = ("validate", "--json")
 
 
 def _num(x):
+    """A number, a numeric string, or the middle of a range like '1.8-2.0'; else None."""
     if isinstance(x, bool) or x is None:
         return None
     if isinstance(x, (int, float)):
         return float(x)
+    if isinstance(x, str):
+        parts = x.strip().split("-") if not x.strip().startswith("-") else [x]
+        try:
+            vals = [float(p) for p in parts]
+        except ValueError:
+            return None
+        return sum(vals) / len(vals) if len(vals) in (1, 2) else None
     return None
+
+
+def _references() -> dict[str, str]:
+    """published.csv id -> its source column."""
+    try:
+        from llmbench.results.published import published_rows
+
+        return {r["id"]: r["source"] for r in published_rows()}
+    except Exception:  # noqa: BLE001 - the report works without the citations
+        return {}
 
 
 def _rows(payload) -> list[dict]:
@@ -40,10 +58,13 @@ def normalise(row: dict) -> dict | None:
     err = _num(row.get("rel_error", row.get("error", row.get("rel_err"))))
     if err is None and pred is not None and pub:
         err = pred / pub - 1.0
+    raw = row.get("published", row.get("published_value", row.get("value")))
     return {"point": {"suite": "validation", "published_id": row.get("id", row.get("published_id")),
                       "model": row.get("model"), "hardware": row.get("system", row.get("hardware"))},
-            "metrics": {"published": pub, "predicted": pred, "rel_error": err,
-                        "metric": row.get("metric"), "reference": row.get("source", row.get("reference"))}}
+            "metrics": {"published": pub, "published_text": str(raw), "predicted": pred, "rel_error": err,
+                        "tolerance": _num(row.get("tolerance")), "metric": row.get("metric"),
+                        "assumption": row.get("assumption") or "", "problem": row.get("problem") or "",
+                        "reference": row.get("source", row.get("reference"))}}
 
 
 def record_validation(db, *, log=print) -> str:
@@ -58,19 +79,29 @@ def record_validation(db, *, log=print) -> str:
         log(f"validate not available: {msg}")
         return f"not available: {msg}"
     try:
-        rows = _rows(json.loads(proc.stdout))
+        payload = json.loads(proc.stdout)
+        rows = _rows(payload)
     except json.JSONDecodeError:
         return "not available: validate printed no JSON"
     n = 0
     env = {"command": "llmbench " + " ".join(VALIDATE_CMD), "tool": "llmbench perfmodel"}
+    refs = _references()
     for row in rows:
         norm = normalise(row)
         if norm is None:
             continue
+        norm["metrics"]["reference"] = norm["metrics"]["reference"] or refs.get(norm["point"]["published_id"])
         status = "ok" if norm["metrics"]["predicted"] is not None else "error"
         db.record(norm["point"], source="predicted", status=status, metrics=norm["metrics"],
                   environment=env, study="validation",
                   error=None if status == "ok" else str(row.get("error_message", row.get("note", "no prediction"))))
         n += 1
-    log(f"validated {n} published rows")
-    return f"{n} published rows compared"
+    trends = payload.get("trends", []) if isinstance(payload, dict) else []
+    for t in trends:
+        if isinstance(t, dict) and t.get("id"):
+            db.record({"suite": "validation", "published_id": t["id"], "trend": True}, source="predicted",
+                      metrics={"claim": t.get("claim"), "passed": bool(t.get("passed")), "detail": t.get("detail"),
+                               "reference": refs.get(t["id"], "")},
+                      environment=env, study="validation-trends")
+    log(f"validated {n} published rows and {len(trends)} trends")
+    return f"{n} published rows and {len(trends)} trends compared"
