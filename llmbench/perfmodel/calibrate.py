@@ -228,6 +228,8 @@ def _as_point(r: dict, hw_name: str, i: int) -> dict | None:
     try:
         if r.get("source", "measured") not in ("measured", "published", "", None):
             return None
+        if r.get("status") not in (None, "", "ok"):  # oom / error rows of the results DB
+            return None
         hw = r.get("hardware") or r.get("system") or hw_name
         if hw != hw_name or r.get("metric") not in USER_METRICS:
             return None

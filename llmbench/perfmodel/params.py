@@ -25,7 +25,7 @@ PARAMS: dict[str, tuple[float, str]] = {
     "network": (0.70, "fraction of the link bandwidth reached by collectives"),
     "overlap": (0.80, "fraction of the last micro-batch's backward that hides the gradient all-reduce"),
     "stream": (0.80, "fraction of the weight-streaming link reached (MemoryX -> device)"),
-    "sparse": (0.50, "speed of sparse dense-layer work relative to the ideal (1-s) saving"),
+    "sparse": (0.50, "share of the zero-weight work really saved: dense-layer time x (1 - sparse * s)"),
     "layer_overhead_s": (0.0, "fixed time per layer pass (launch, pipeline fill on a wafer)"),
     "step_overhead_s": (0.0, "fixed time per optimizer step (host, data loader, launch)"),
     "infer_overhead_s": (0.0, "fixed time per inference request (host I/O)"),
