@@ -178,6 +178,10 @@ def test_cli_infer_project_validate(capsys):
     (["project", "--model", "gpt2-small", "--hardware", "a100-80gb", "--dataset", "wiki", "--batch", "8",
       "--seq", "128"], "unknown dataset"),
     (["calibrate"], "exactly one"),
+    (["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "8", "--seq", "128",
+      "--precision", "fp8"], "no fp8 peak"),
+    (["predict", "infer", "--model", "bert-base", "--hardware", "a100-80gb", "--gen-len", "4"], "encoder"),
+    (["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "8"], "--seq"),
 ])
 def test_cli_bad_input_one_line_exit_2(capsys, args, needle):
     code, out, err = _cli(args, capsys)

@@ -44,9 +44,11 @@ class TrainPrediction:
 
 
 def peak_flops(hw, precision: str) -> float:
-    pk = hw.peak(precision) or hw.peak("fp32")
+    pk = hw.peak(precision)
     if not pk:
-        raise ValueError(f"hardware {hw.name!r} has no peak FLOP/s for {precision} or fp32")
+        have = ", ".join(hw.peak_flops) or "none"
+        raise ValueError(f"{hw.name} has no {precision} peak in its catalog entry (has: {have}); "
+                         "choose another --precision")
     return pk
 
 
