@@ -81,7 +81,7 @@ def test_every_study_is_shipped_and_parses():
         assert s.quick["shrink"].strip(), name
         for p in full + quick:
             assert {"suite", "model", "batch", "seq", "precision"} <= set(p), (name, p)
-            assert ("repeats" if s.suite == "block" else "steps") in p, (name, p)
+            assert ("steps" if s.suite == "train" else "repeats") in p, (name, p)
             model_spec(p)  # builds: preset exists, resize valid
         # quick points are smaller (less memory) than the largest full point: they fit a CPU
         assert max(map(estimate_memory_bytes, quick)) < max(map(estimate_memory_bytes, full)), name

@@ -14,8 +14,8 @@ import typer
 
 DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
 # metrics shown in the table, first present wins
-_HEADLINE = ("tokens_per_s", "samples_per_s", "fwd_bwd_tflops", "achieved_tflops", "step_time_s",
-             "fwd_bwd_time_s", "latency_s_p50")
+_HEADLINE = ("latency_s_p50", "tokens_per_s", "samples_per_s", "fwd_bwd_tflops", "achieved_tflops",
+             "step_time_s", "fwd_bwd_time_s", "latency_s")
 
 
 def _open_existing(db: str | None):

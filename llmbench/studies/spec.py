@@ -12,6 +12,7 @@ quick points are still real measurements, only smaller.
 
 A point is a flat dict: suite, model, hardware (added by the runner), the workload fields (batch,
 seq, precision, steps or repeats, grad_accum, devices, sparsity, gen_len, data ...) and, for shrunk models,
+`head` (lm | mlm | cls: e.g. BERT pre-training with its MLM head) and, for shrunk models,
 `resize`: the exact ModelSpec changes (`get_model(model).with_(**resize)`), with d_ff and
 n_kv_heads written out so every engine builds the same model.
 """
@@ -29,7 +30,7 @@ SUITE_DEFAULTS = {
     "block": {"precision": "fp32", "repeats": 5},
     "train": {"precision": "fp32", "steps": 10, "grad_accum": 1, "devices": 1, "sparsity": 0.0,
               "data": "synthetic"},
-    "infer": {"precision": "fp32", "steps": 10, "gen_len": 0},
+    "infer": {"precision": "fp32", "repeats": 20, "gen_len": 0},
 }
 _RESIZABLE = {"n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "max_seq_len"}
 
@@ -134,7 +135,8 @@ def model_spec(point: dict):
     from llmbench.models import get_model
 
     spec = get_model(point["model"])
-    return spec.with_(**point["resize"]) if point.get("resize") else spec
+    changes = {**(point.get("resize") or {}), **({"head": point["head"]} if point.get("head") else {})}
+    return spec.with_(**changes) if changes else spec
 
 
 def load_spec(path: str | Path) -> StudySpec:
