@@ -15,6 +15,17 @@ import sys
 import typer
 
 DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
+
+
+def _console():
+    """The CLI's console (120 columns when piped), or a plain rich Console."""
+    try:
+        from llmbench.cli import console
+    except ImportError:
+        from rich.console import Console
+
+        return Console()
+    return console()
 DEVICE_HELP = "torch device: auto (default: the accelerator if any), cpu, cuda, cuda:1, ..."
 
 
@@ -41,7 +52,6 @@ def _varying(points: list[dict]) -> list[str]:
 
 
 def _print_results(summary: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from llmbench.results.cli import headline
@@ -57,7 +67,7 @@ def _print_results(summary: dict) -> None:
     for r in rows:
         result = headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")
         t.add_row(*[str(r["point"].get(k)) for k in axes], r["status"], result)
-    con = Console()
+    con = _console()
     con.print(t)
     con.print(f"ran {summary['ran']}, skipped {summary['skipped_now']}, already recorded "
               f"{summary['already_recorded']}; results in {summary['db']}")
@@ -76,7 +86,6 @@ def register(app: typer.Typer) -> None:
             from llmbench.cli import emit_json
 
             return emit_json(rows)
-        from rich.console import Console
         from rich.table import Table
 
         t = Table(title="llmbench studies")
@@ -86,7 +95,7 @@ def register(app: typer.Typer) -> None:
             t.add_row(r["name"], r["suite"], str(r["points"]), str(r["quick_points"]),
                       f"{r['source']['paper']} {r['source'].get('where', '')}",
                       str(len(r["published"])))
-        Console().print(t)
+        _console().print(t)
 
     @study_app.command("show")
     def study_show(
@@ -115,12 +124,11 @@ def register(app: typer.Typer) -> None:
             from llmbench.cli import emit_json
 
             return emit_json(info)
-        from rich.console import Console
         from rich.table import Table
 
         from llmbench.studies.runner import describe
 
-        con = Console()
+        con = _console()
         con.print(f"[bold]{spec.title}[/bold] ({spec.source['paper']}, {spec.source.get('where', '')})")
         if quick:
             con.print(f"quick: {info['quick_shrink']}")
@@ -182,7 +190,6 @@ def register(app: typer.Typer) -> None:
             from llmbench.cli import emit_json
 
             return emit_json(summary)
-        from rich.console import Console
         from rich.table import Table
 
         from llmbench.results.cli import headline
@@ -195,7 +202,7 @@ def register(app: typer.Typer) -> None:
         for r in summary["results"]:
             result = headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")
             t.add_row(r["hardware"], describe(r["point"]), r["status"], result)
-        con = Console()
+        con = _console()
         con.print(t)
         if summary["block_points_left_out"]:
             con.print(f"{summary['block_points_left_out']} block points left out: the analytical "
