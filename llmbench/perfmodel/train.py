@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 
 from llmbench.models.counting import RECOMPUTE, activation_bytes_per_layer, dtype_bytes, training_flops
 
@@ -144,95 +145,100 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
                  recompute="none", sparsity=0.0, mode="resident", zero=0, params=None) -> dict:
     """Vectorised step model: every numeric argument may be a numpy array (broadcast together).
 
-    Returns arrays: step_time_s, compute, memory, network, stream, optimizer, exposed,
-    memory_per_device_bytes, fits, model_flops, hw_flops, micro_batch, micro_batches.
+    Returns arrays: step_time_s, compute, memory, network, stream, stream_exposed, optimizer,
+    exposed, network_exposed, memory_per_device_bytes, fits, model_flops, hw_flops, micro_batch,
+    micro_batches, peak.
     """
     _xp.use_for(batch, seq, devices, grad_accum, tp, pp, sparsity)
     p = params if params is not None else resolve_params(hw)
     sh = shape(spec, precision)
     B, T, D, G, TP, PP, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
                                                   (batch, seq, devices, grad_accum, tp, pp, sparsity)))
-    peak = peak_flops(hw, precision)
-    bw = hw.device_memory.bandwidth_bytes_per_s * p["memory"]
-    streaming = mode == "weight_streaming"
-    dp = D / (TP * PP)
+    c = SimpleNamespace(sh=sh, p=p, hw=hw, peak=peak_flops(hw, precision), T=T, D=D, TP=TP, PP=PP,
+                        bw=hw.device_memory.bandwidth_bytes_per_s * p["memory"], dp=D / (TP * PP))
     # Megatron practice: with pipelining and no GAS given, micro-batch 1 (m = batch / dp)
-    m = np.where((PP > 1) & (G == 1), np.maximum(B / dp, 1.0), G)
-    b = B / (dp * m)
-    sf, wf = _sparse_factors(hw, S, p, peak, precision)
+    c.m = np.where((PP > 1) & (G == 1), np.maximum(B / c.dp, 1.0), G)
+    c.b = B / (c.dp * c.m)
+    c.sf, c.wf = _sparse_factors(hw, S, p, c.peak, precision)
+    _micro_batch(c, recompute)
+    streaming = mode == "weight_streaming"
+    out = _streaming_step(c) if streaming else _resident_step(c, zero)
 
-    lc, lm, la = layer_forward(sh, b, T, TP, p, peak, bw, sf, wf)
-    hc, hm = head_forward(sh, b, T, TP, p, peak, bw)
-    fwd_c, fwd_m = (sh.L * lc + hc) / PP, (sh.L * lm + hm) / PP
-    re = {"none": 0.0, "selective": sh.L * la / PP, "full": sh.L * (lc + lm) / PP}[recompute]
-    comp_micro, mem_micro = 3.0 * fwd_c, 3.0 * fwd_m  # backward = 2 x forward
-    if recompute == "full":
-        comp_micro, mem_micro = comp_micro + sh.L * lc / PP, mem_micro + sh.L * lm / PP
-    elif recompute == "selective":
-        comp_micro = comp_micro + re
-    t_bwd = 2.0 * (fwd_c + fwd_m)
-
-    intra, span_bw, lat = _links(hw, D)
-    n = b * T
-    act_bytes = n * sh.d * sh.s
-    n_ar = 4 + (2 if recompute == "full" else 0)  # Megatron: 2 all-reduces fwd, 2 bwd per layer
-    t_tp = sh.L / PP * n_ar * _ring(act_bytes, TP, intra, lat, p["network"])
-    t_pp = np.where(PP > 1, 2.0 * act_bytes / TP / (span_bw * p["network"]) + 2 * lat, 0.0)
-    t_micro = comp_micro + mem_micro + t_tp + t_pp
-
-    P = float(sh.params)
-    gs = 4.0 if sh.s >= 4 else sh.s
-    W = (sh.dense_params * wf + (P - sh.dense_params)) * sh.s  # weight bytes (sparse: compressed)
-    if not streaming:
-        bubble = (PP - 1) * t_micro
-        t_ar = _ring(P / (TP * PP) * gs, dp, span_bw, lat, p["network"])
-        exposed_dp = np.maximum(0.0, t_ar - p["overlap"] * t_bwd)
-        t_z3 = m * 2.0 * _ring(P / (TP * PP) * sh.s, dp, span_bw, lat, p["network"]) / 2 if zero >= 3 else 0.0
-        p_dev = P / (TP * PP) / (dp if zero >= 1 else 1.0)
-        t_opt = p_dev * OPT_BYTES_PER_PARAM / bw
-        t_stream = exp_stream = np.zeros_like(B)
-        step = (m + PP - 1) * t_micro + exposed_dp + t_z3 + t_opt + p["step_overhead_s"]
-        network = m * (t_tp + t_pp) + t_ar + t_z3
-        exposed = m * (t_tp + t_pp) + exposed_dp + t_z3 + bubble
-        net_exposed = m * (t_tp + t_pp) + exposed_dp + t_z3
-    else:
-        link = stream_link_bytes_per_s(hw) * p["stream"]
-        t_stream = 3.0 * W / link  # weights in (fwd, bwd), gradients out
-        # coarse-grained pipelining: layer i+1 streams while layer i computes. When the link is the
-        # device's own memory (a CPU copying from a DRAM store), only compute-bound time hides it
-        hide = comp_micro if stream_shares_device_memory(hw) else t_micro
-        exp_stream = np.maximum(0.0, t_stream - hide) + t_stream / sh.L
-        depth = np.ceil(np.log2(np.maximum(D, 1.0)))  # SwarmX tree: broadcast and reduce fill/drain
-        t_swarm = np.where(D > 1, 2.0 * depth * (W / sh.L / link + lat), 0.0)
-        # the optimizer runs where the weights live: MemoryX (prior 4x its link), or the device's own
-        # memory when streaming from it; its updates overlap the next forward (fine-grained)
-        opt_bw = p["optimizer_bytes_per_s"] or (bw if stream_shares_device_memory(hw)
-                                                else 4.0 * stream_link_bytes_per_s(hw))
-        t_opt = P * OPT_BYTES_PER_PARAM / opt_bw
-        exposed_opt = np.maximum(0.0, t_opt - (fwd_c + fwd_m))  # updates overlap the next forward
-        step = m * (t_micro + exp_stream) + t_swarm + exposed_opt + p["step_overhead_s"]
-        network = t_swarm
-        exposed = m * exp_stream + t_swarm + exposed_opt
-        net_exposed = t_swarm
-        t_stream = m * t_stream
-        exp_stream = m * exp_stream
-
-    fl = _flops(spec, T, recompute)
+    model_fl, hw_fl = _flops(spec, T, recompute)
     # FLOPs executed: zero weights skipped (wafer) or 2:4 halves (GPU) leave out that share of the
     # dense-layer GEMMs (fwd + bwd + full recompute); model FLOPs stay dense-equivalent
     skipped = (S if hw.skips_zero_weights else np.where(S >= 0.5, 0.5, 0.0) if hw.structured_sparsity
                else 0.0)
-    dense_fl = 2.0 * T * sh.dense_params * (3.0 + (1.0 if recompute == "full" else 0.0))
-    fl = (fl[0], fl[1] - skipped * dense_fl)
-    mem_dev = memory_per_device(spec, hw, b, T, m, TP, PP, dp, precision, recompute, zero, streaming)
-    cap = _capacity(hw, streaming, P)
-    return {
-        "step_time_s": step, "compute": m * comp_micro, "memory": m * mem_micro,
-        "network": network, "stream": t_stream, "stream_exposed": exp_stream, "optimizer": t_opt,
-        "exposed": exposed, "network_exposed": net_exposed, "memory_per_device_bytes": mem_dev, "fits": mem_dev <= cap,
-        "model_flops": fl[0] * B, "hw_flops": fl[1] * B, "micro_batch": b, "micro_batches": m,
-        "peak": peak,
-    }
+    hw_fl = hw_fl - skipped * 2.0 * T * sh.dense_params * (3.0 + (1.0 if recompute == "full" else 0.0))
+    mem_dev = memory_per_device(spec, hw, c.b, T, c.m, TP, PP, c.dp, precision, recompute, zero, streaming)
+    out.update(compute=c.m * c.comp, memory=c.m * c.mem, memory_per_device_bytes=mem_dev,
+               fits=mem_dev <= _capacity(hw, streaming, float(sh.params)), model_flops=model_fl * B,
+               hw_flops=hw_fl * B, micro_batch=c.b, micro_batches=c.m, peak=c.peak)
+    return out
+
+
+def _micro_batch(c, recompute) -> None:
+    """Times of one micro-batch on one pipeline stage: compute-bound (c.comp), memory-bound
+    (c.mem), forward (c.fwd), backward (c.bwd), TP and PP communication, their sum (c.t_micro)."""
+    sh, p, L = c.sh, c.p, c.sh.L
+    lc, lm, la = layer_forward(sh, c.b, c.T, c.TP, p, c.peak, c.bw, c.sf, c.wf)
+    hc, hm = head_forward(sh, c.b, c.T, c.TP, p, c.peak, c.bw)
+    fwd_c, fwd_m = (L * lc + hc) / c.PP, (L * lm + hm) / c.PP
+    c.comp, c.mem = 3.0 * fwd_c, 3.0 * fwd_m  # backward = 2 x forward
+    if recompute == "full":
+        c.comp, c.mem = c.comp + L * lc / c.PP, c.mem + L * lm / c.PP
+    elif recompute == "selective":
+        c.comp = c.comp + L * la / c.PP
+    c.fwd, c.bwd = fwd_c + fwd_m, 2.0 * (fwd_c + fwd_m)
+    c.intra, c.span_bw, c.lat = _links(c.hw, c.D)
+    act_bytes = c.b * c.T * sh.d * sh.s
+    n_ar = 4 + (2 if recompute == "full" else 0)  # Megatron: 2 all-reduces fwd, 2 bwd per layer
+    c.t_tp = L / c.PP * n_ar * _ring(act_bytes, c.TP, c.intra, c.lat, p["network"])
+    c.t_pp = np.where(c.PP > 1, 2.0 * act_bytes / c.TP / (c.span_bw * p["network"]) + 2 * c.lat, 0.0)
+    c.t_micro = c.comp + c.mem + c.t_tp + c.t_pp
+
+
+def _resident_step(c, zero) -> dict:
+    """Weights on the device: pipeline, gradient all-reduce overlapped with the last backward,
+    ZeRO-3 weight gathers, optimizer on the device."""
+    sh, p, m = c.sh, c.p, c.m
+    P = float(sh.params)
+    gs = 4.0 if sh.s >= 4 else sh.s
+    bubble = (c.PP - 1) * c.t_micro
+    t_ar = _ring(P / (c.TP * c.PP) * gs, c.dp, c.span_bw, c.lat, p["network"])
+    exposed_dp = np.maximum(0.0, t_ar - p["overlap"] * c.bwd)
+    # ZeRO-3: all-gather the weights in forward and backward, (g-1)/g each = one ring volume
+    t_z3 = m * _ring(P / (c.TP * c.PP) * sh.s, c.dp, c.span_bw, c.lat, p["network"]) if zero >= 3 else 0.0
+    t_opt = P / (c.TP * c.PP) / (c.dp if zero >= 1 else 1.0) * OPT_BYTES_PER_PARAM / c.bw
+    comm = m * (c.t_tp + c.t_pp)
+    zero_t = np.zeros_like(c.b)
+    return {"step_time_s": (m + c.PP - 1) * c.t_micro + exposed_dp + t_z3 + t_opt + p["step_overhead_s"],
+            "network": comm + t_ar + t_z3, "exposed": comm + exposed_dp + t_z3 + bubble,
+            "network_exposed": comm + exposed_dp + t_z3, "stream": zero_t, "stream_exposed": zero_t,
+            "optimizer": t_opt}
+
+
+def _streaming_step(c) -> dict:
+    """Weights stream from the store per micro-batch (MemoryX/SwarmX); see docs/predict.md."""
+    sh, p, m, hw = c.sh, c.p, c.m, c.hw
+    P = float(sh.params)
+    W = (sh.dense_params * c.wf + (P - sh.dense_params)) * sh.s  # weight bytes (sparse: compressed)
+    link = stream_link_bytes_per_s(hw) * p["stream"]
+    t_stream = 3.0 * W / link  # weights in (fwd, bwd), gradients out
+    # coarse-grained pipelining: layer i+1 streams while layer i computes. When the link is the
+    # device's own memory (a CPU copying from a DRAM store), only compute-bound time hides it
+    shared = stream_shares_device_memory(hw)
+    exp_stream = np.maximum(0.0, t_stream - (c.comp if shared else c.t_micro)) + t_stream / sh.L
+    depth = np.ceil(np.log2(np.maximum(c.D, 1.0)))  # SwarmX tree: broadcast and reduce fill/drain
+    t_swarm = np.where(c.D > 1, 2.0 * depth * (W / sh.L / link + c.lat), 0.0)
+    # the optimizer runs where the weights live: MemoryX (prior 4x its link), or the device's own
+    # memory when streaming from it; its updates overlap the next forward (fine-grained)
+    opt_bw = p["optimizer_bytes_per_s"] or (c.bw if shared else 4.0 * stream_link_bytes_per_s(hw))
+    t_opt = P * OPT_BYTES_PER_PARAM / opt_bw
+    exposed_opt = np.maximum(0.0, t_opt - c.fwd)
+    return {"step_time_s": m * (c.t_micro + exp_stream) + t_swarm + exposed_opt + p["step_overhead_s"],
+            "network": t_swarm, "exposed": m * exp_stream + t_swarm + exposed_opt, "network_exposed": t_swarm,
+            "stream": m * t_stream, "stream_exposed": m * exp_stream, "optimizer": t_opt}
 
 
 def _flops(spec, T, recompute):
