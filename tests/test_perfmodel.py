@@ -277,3 +277,14 @@ def test_time_to_train():
     for bad in ("wikipedia", "-5"):
         with pytest.raises(ValueError):
             get_dataset(bad)
+
+
+def test_streaming_ratio_matches_the_crossover():
+    from llmbench.perfmodel import streaming_ratio
+
+    hw = get_hardware("a100-80gb")
+    spec = get_model("gpt2-medium")
+    x = streaming_crossover_tokens(spec, hw, seq=1024)
+    below = streaming_ratio(spec, hw, batch=max(1, int(x / 1024 / 4)), seq=1024)
+    above = streaming_ratio(spec, hw, batch=int(4 * x / 1024) + 1, seq=1024)
+    assert below > 1.5 and 0.9 < above < 1.1

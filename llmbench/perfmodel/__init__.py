@@ -12,7 +12,7 @@ import importlib
 
 _EXPORTS = {
     "InferPrediction": "infer", "predict_infer": "infer", "resolve_params": "params",
-    "TrainPrediction": "train", "predict_train": "train", "streaming_crossover_tokens": "train",
+    "TrainPrediction": "train", "predict_train": "train", "streaming_crossover_tokens": "train", "streaming_ratio": "train",
     "sweep_train": "train", "train_arrays": "train", "get_dataset": "project", "project": "project",
 }
 __all__ = sorted(_EXPORTS)

@@ -404,3 +404,13 @@ def streaming_crossover_tokens(spec, hw, precision="bf16", seq=None, params=None
     # linear interpolation of the exposed part between the last exposed and first hidden batch
     x0, x1, y0, y1 = batches[i - 1], batches[i], over[i - 1], over[i]
     return float((x0 + (x1 - x0) * y0 / (y0 - y1)) * T)
+
+
+def streaming_ratio(spec, hw, *, batch, seq, precision="bf16", params=None) -> float:
+    """Predicted step time streamed / resident on one device: what a streaming runtime measures
+    side by side (1.0 = streaming fully hidden; it can dip below 1 because the streamed optimizer
+    update overlaps the next forward while the resident one does not)."""
+    kw = dict(batch=batch, seq=seq, precision=precision, params=params)
+    s = train_arrays(spec, hw, mode="weight_streaming", **kw)["step_time_s"]
+    r = train_arrays(spec, hw, mode="resident", **kw)["step_time_s"]
+    return s / r
