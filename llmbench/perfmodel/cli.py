@@ -247,6 +247,10 @@ def register(app: typer.Typer) -> None:
         for k, s in res["summary"].items():
             typer.echo(f"{k:<22} {s['rows']:>4} {s['mean_abs_error']:>8.1%} {s['median_abs_error']:>8.1%} "
                        f"{s['max_abs_error']:>8.1%}")
+        typer.echo("\nassumptions (settings a row leaves open):")
+        for r in res["rows"]:
+            if r["assumption"]:
+                typer.echo(f"  {r['id']}: {r['assumption']}")
         typer.echo("")
         for t in res["trends"]:
             typer.echo(f"[{'pass' if t['passed'] else 'FAIL'}] {t['id']}: {t['claim']} -- {t['detail']}")
