@@ -243,3 +243,23 @@ def test_cli_module_imports_nothing_heavy():
             "bad = [m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_stream_compare_json_is_recorded_and_drawn(tmp_path):
+    from llmbench.report.figures import draw_streaming
+    from llmbench.report.reproduce import record_streaming
+    from llmbench.report.rows import Data
+    from llmbench.report.tables import measured_summary
+
+    out = {"model": "gpt2-small", "n_layers": 4, "d_model": 256, "batch": 8, "seq": 128, "steps": 3,
+           "device": "cpu", "resident_tokens_per_s": 1000.0, "streamed_tokens_per_s": 950.0, "ratio": 0.95,
+           "resident_loss": [7.0, 6.9, 6.8], "streamed_loss": [7.0, 6.9, 6.8], "max_rel_loss_diff": 0.0}
+    with ResultsDB(tmp_path / "s.db") as db:
+        record_streaming(db, {"status": "ok", "stdout": json.dumps(out), "command": "llmbench stream compare"})
+        record_streaming(db, {"status": "exit 2: bad", "stdout": "", "command": "x"})  # ignored
+        data = Data.from_db(db, ("streaming",))
+    assert len(data.get("streaming", "measured")) == 1
+    row = next(r for r in measured_summary(data).rows if r[0] == "streaming")
+    assert row[1] == "1" and "ratio 0.95" in row[3]
+    fig = draw_streaming(data)
+    assert "0.95" in fig.axes[1].get_title()

@@ -668,6 +668,45 @@ def draw_llm_inference(data: Data):
     return _finish(fig)
 
 
+def draw_streaming(data: Data):
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    rows = data.get("streaming", "measured")
+    if not rows:
+        for ax in axes:
+            _empty(ax)
+        return _finish(fig)
+    m = rows[-1].get("metrics") or {}
+    c = style.SOURCE_STYLE["measured"][0]
+    ax = axes[0]
+    for key, label, kw in (("resident_loss", "measured here · resident", dict(marker="s", color="#555555")),
+                           ("streamed_loss", "measured here · weight-streamed", dict(marker="o", color=c))):
+        ys = m.get(key) or []
+        if ys:
+            ax.plot(range(1, len(ys) + 1), ys, label=label, linestyle="-", markersize=5, **kw)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"same seed: max relative loss difference {fmt_num(m.get('max_rel_loss_diff'))}", fontsize=9)
+    ax.legend(loc="upper right")
+    ax = axes[1]
+    vals = [m.get("resident_tokens_per_s"), m.get("streamed_tokens_per_s")]
+    if all(isinstance(v, (int, float)) for v in vals):
+        ax.barh(["resident", "weight-streamed"], vals, color=["#555555", c])
+        ax.set_xlabel("tokens/s (measured here)")
+        ratio = vals[1] / vals[0] if vals[0] else None
+        note = "" if not isinstance(m.get("ratio"), (int, float)) or ratio is None or \
+            abs(m["ratio"] / ratio - 1) < 0.05 else f"; stream compare's own ratio {fmt_num(m['ratio'])}"
+        ax.set_title(f"streamed / resident tokens/s = {fmt_num(ratio)} ({m.get('n_layers', '?')} layers, "
+                     f"width {m.get('d_model', '?')}{note})", fontsize=9)
+    else:
+        _empty(ax)
+    return _finish(fig)
+
+
+def fmt_num(v) -> str:
+    return "n/a" if not isinstance(v, (int, float)) else f"{v:.3g}"
+
+
 FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("roofline", "Roofline per accelerator", ("ceilings", "transformer-block", "gpt2xl-scaling"),
                "Each panel is one accelerator: the grey line is its roof (dense peak FLOP/s, then the slope "
@@ -730,4 +769,10 @@ FIGURES: tuple[FigureSpec, ...] = (
                "bar is how many devices (wafers for CS-2/CS-3 in SRAM-pipeline mode) hold the model. "
                "Stars: Cerebras' published 1,800 tokens/s for Llama-3.1-8B on one CS-3.",
                draw_llm_inference),
+    FigureSpec("streaming", "Weight streaming on this machine", ("streaming",),
+               "The same small GPT trained twice in one process with the same seed: with its weights "
+               "resident, and streamed layer by layer from a host-side parameter store (the "
+               "MemoryX/SwarmX idea, llmbench/streaming). Left: the two loss curves should lie on top "
+               "of each other. Right: tokens/s of each; a ratio near 1 means the streaming is hidden "
+               "behind compute.", draw_streaming),
 )

@@ -15,7 +15,8 @@ from .rows import Data, command_of
 from .tables import Table, all_tables
 
 MARK = {"measured": "●", "predicted": "■", "published": "★"}
-DEFAULT_MEASURE_CMD = {"ceilings": "llmbench measure ceilings --json"}
+DEFAULT_MEASURE_CMD = {"ceilings": "llmbench measure ceilings --json",
+                       "streaming": "llmbench stream compare --json"}
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -70,8 +71,9 @@ def _study_commands(data: Data, spec: FigureSpec) -> list[tuple[str, str]]:
             rows = data.get(s, source)
             if rows:
                 cmd = next((command_of(r) for r in rows if command_of(r)), None)
-                if source == "measured" and (not cmd or s != "ceilings"):
-                    cmd = DEFAULT_MEASURE_CMD.get(s, f"llmbench study run {s} --quick")
+                if source == "measured":  # studies: the command a user reruns, not a worker's argv
+                    cmd = (cmd or DEFAULT_MEASURE_CMD[s]) if s in DEFAULT_MEASURE_CMD \
+                        else f"llmbench study run {s} --quick"
                 if cmd:
                     vary = _varying(rows) if source == "predicted" else ""
                     out.append((source, cmd + (f"  [{len(rows)} points; varying {vary}]" if vary else "")))

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from .tables import MEASURED_STUDIES
 
-REPORT_STUDIES = MEASURED_STUDIES + ("gpt2xl-scaling", "time-to-train", "llm-inference", "validation",
-                                     "validation-trends")
+REPORT_STUDIES = MEASURED_STUDIES + ("streaming", "gpt2xl-scaling", "time-to-train", "llm-inference",
+                                     "validation", "validation-trends")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,11 +39,36 @@ def measure_plan(quick: bool = True) -> list[Step]:
     """The measured pieces, cheapest first; budgets sum to ~7 minutes (the rest: predict + report)."""
     q = ("--quick",) if quick else ()
     steps = [Step(name="ceilings", argv=("measure", "ceilings", "--json"), budget_s=35)]
-    for name, budget in (("transformer-block", 55), ("gpt2-seq-length", 45), ("gas", 45),
+    for name, budget in (("transformer-block", 50), ("gpt2-seq-length", 45), ("gas", 45),
                          ("sparsity", 40), ("bert-train-batch", 40), ("bert-infer-batch", 30),
-                         ("genslm", 45), ("dp-scaling", 70)):
+                         ("genslm", 45), ("dp-scaling", 60)):
         steps.append(Step(name=name, argv=("study", "run", name, "--no-progress") + q, budget_s=budget))
+    # weight streaming (optional in the report): the same small GPT trained resident and streamed
+    steps.append(Step(name="streaming", argv=STREAM_ARGV if quick else STREAM_ARGV_FULL, budget_s=35))
     return steps
+
+
+STREAM_ARGV = ("stream", "compare", "--model", "gpt2-small", "--layers", "4", "--width", "256", "--heads", "4",
+               "--vocab", "1024", "--batch", "8", "--seq", "128", "--steps", "6", "--json")
+STREAM_ARGV_FULL = ("stream", "compare", "--model", "gpt2-small", "--batch", "8", "--seq", "512",
+                    "--steps", "20", "--json")
+
+
+def record_streaming(db, result: dict) -> None:
+    """Store `llmbench stream compare --json` as a measured row of study "streaming"."""
+    if result["status"] != "ok":
+        return
+    try:
+        data = json.loads(result["stdout"])
+    except json.JSONDecodeError:
+        return
+    if not isinstance(data, dict):
+        return
+    keys = ("model", "n_layers", "d_model", "batch", "seq", "steps", "device", "prefetch")
+    point = {"suite": "stream", "hardware": "cpu" if data.get("device", "cpu") == "cpu" else data["device"],
+             **{k: data.get(k) for k in keys}}
+    db.record(point, source="measured", metrics=data, study="streaming",
+              environment={"command": result["command"]})
 
 
 def run_step(step: Step, db_path: Path, *, quick: bool, deadline: float, log=print) -> dict:
@@ -170,6 +195,8 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
                 res = run_step(step, db_path, quick=quick, deadline=deadline, log=log)
                 if step.name == "ceilings":
                     record_ceilings(db, res)
+                elif step.name == "streaming":
+                    record_streaming(db, res)
                 res.pop("stdout", None)
                 timings.append(res)
         if predict:

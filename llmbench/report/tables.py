@@ -11,7 +11,7 @@ from .rows import Data, command_of, field, metric, reference_of
 
 NA = "not available"
 MEASURED_STUDIES = ("ceilings", "transformer-block", "gpt2-seq-length", "gas", "sparsity", "dp-scaling",
-                    "bert-train-batch", "bert-infer-batch", "genslm")
+                    "bert-train-batch", "bert-infer-batch", "genslm", "streaming")
 
 
 @dataclass
@@ -63,7 +63,8 @@ def measured_summary(data: Data) -> Table:
             if r.get("status", "ok") != "ok":
                 other[r["status"]] = other.get(r["status"], 0) + 1
         cmd = next((command_of(r) for r in rows if command_of(r)), None) or \
-            (f"llmbench study run {s} --quick" if s != "ceilings" else "llmbench measure ceilings --json")
+            {"ceilings": "llmbench measure ceilings --json",
+             "streaming": "llmbench stream compare --json"}.get(s, f"llmbench study run {s} --quick")
         t.rows.append([s, str(len(okr)) if rows else "not measured",
                        ", ".join(f"{n} {k}" for k, n in other.items()) or "-", _headline(s, okr), cmd])
     t.sources = ["this machine; environment (torch, CPU, threads, git commit, date) in each DB row"]
@@ -82,6 +83,10 @@ def _headline(study: str, rows: list[dict]) -> str:
         if m.get("copy_bandwidth_bytes_per_s"):
             parts.append(f"copy {m['copy_bandwidth_bytes_per_s'] / 1e9:.3g} GB/s")
         return ", ".join(parts) or "-"
+    if study == "streaming":
+        m = rows[-1].get("metrics") or {}
+        return (f"resident {fmt(m.get('resident_tokens_per_s'))}, streamed {fmt(m.get('streamed_tokens_per_s'))} "
+                f"tokens/s (ratio {fmt(m.get('ratio'))})")
     for name, unit, scale in (("fwd_bwd_tflops", "TFLOP/s", 1), ("scaling_efficiency", "efficiency", 1),
                               ("latency_s_p50", "ms p50", 1e3), ("samples_per_s", "samples/s", 1),
                               ("tokens_per_s", "tokens/s", 1), ("achieved_tflops", "TFLOP/s", 1)):
