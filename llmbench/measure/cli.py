@@ -64,6 +64,23 @@ def record(suite: str, config: dict, result: dict, db: str | None) -> str | None
                             error=result.get("error"))
 
 
+LABELS = {"fwd_time_s": "fwd s", "fwd_bwd_time_s": "fwd+bwd s", "fwd_tflops": "fwd TFLOP/s",
+          "fwd_bwd_tflops": "fwd+bwd TFLOP/s", "ceiling_tflops": "ceiling TFLOP/s",
+          "frac_of_ceiling": "of ceiling", "mfu": "MFU", "tokens_per_s": "tokens/s",
+          "step_time_s": "step s", "achieved_tflops": "TFLOP/s", "peak_mem_bytes": "peak mem",
+          "world_size": "procs", "scaling_efficiency": "scaling eff", "prefill_tokens_per_s": "prefill tok/s",
+          "time_to_first_token_s": "TTFT s", "decode_tokens_per_s": "decode tok/s",
+          "decode_time_s_per_token": "decode s/tok", "latency_s_p50": "p50 s", "latency_s_p90": "p90 s",
+          "latency_s_p99": "p99 s", "samples_per_s": "samples/s", "loss_first": "loss first",
+          "loss_last": "loss last"}
+
+
+def _fmt_key(key: str, v) -> str:
+    if key == "peak_mem_bytes" and isinstance(v, (int, float)):
+        return f"{v / 2**20:,.0f} MiB"
+    return _fmt(v)
+
+
 def _fmt(v) -> str:
     if isinstance(v, float):
         if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e6):
@@ -82,12 +99,13 @@ def show(title: str, results: list[tuple[dict, dict]], keys: list[str]) -> None:
     t = Table(title=title)
     t.add_column("status")
     for k in keys:
-        t.add_column(k, justify="right")
+        t.add_column(LABELS.get(k, k), justify="right")
     t.add_column("error")
     for cfg, res in results:
         m = res.get("metrics") or {}
-        t.add_row(res["status"], *[_fmt(m.get(k, cfg.get(k, "-"))) if m.get(k, cfg.get(k)) is not None
-                                   else "-" for k in keys], res.get("error") or "")
+        cells = [m.get(k, cfg.get(k)) for k in keys]
+        t.add_row(res["status"], *[_fmt_key(k, v) if v is not None else "-" for k, v in zip(keys, cells)],
+                  res.get("error") or "")
     console().print(t)
 
 

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# All GPU checks of issue 4 in one go, for one NVIDIA GPU (written for an H200; at most 8 minutes:
+# BUDGET_S=480 caps it, each step has its own timeout).
+#
+#   bash scripts/gpu_checks.sh [OUT_DIR]        # default: $OUT, else ./gpu-results
+#
+# Writes JSON per check into OUT_DIR (copy them to docs/results/ and commit):
+#   env.json            nvidia-smi, torch, python
+#   cuda_tests.txt      pytest of the requires_cuda tests (device helper, FLOPs, KV cache on CUDA)
+#   ceilings.json       GEMM TFLOP/s fp32/tf32/fp16/bf16 (8192^3 and GPT-2 XL layer shapes), copy GB/s
+#   block_bf16.json     GPT-2 XL layer, bf16, batch 8/16/32/64, seq 1024 (aim: >= 0.70 of ceiling)
+#   block_fp16.json, block_fp32.json   the same at batch 8 and 16 (the study's other precisions)
+#   train_gpt2xl_bf16.json             GPT-2 XL pre-training, bf16 autocast, eager (MFU)
+#   train_gpt2xl_bf16_compile.json     the same with torch.compile (aim: MFU >= 50% on H200)
+#   sparsity_2to4.json  2:4 semi-structured GEMMs against dense (GPT-2 XL layer shapes)
+#   infer_*.json        BERT-large latency against batch; GPT-2 XL prefill and decode
+# Every step has its own timeout, and a failing step does not stop the others.
+set -u
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT_DIR="${1:-${OUT:-$REPO/gpu-results}}"
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT_DIR"
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+export LLMBENCH_HOME="$OUT_DIR/llmbench-home"
+export LLMBENCH_DB="$OUT_DIR/results.db"
+cd "$REPO"
+T0=$(date +%s)
+
+BUDGET_S="${BUDGET_S:-480}"  # the whole script stays within this (steps shrink or are skipped)
+
+step() {  # step NAME TIMEOUT_S COMMAND... : stdout to NAME, stderr to NAME.err, a summary line
+  local name="$1" limit="$2"; shift 2
+  local t=$(date +%s)
+  local left=$(( BUDGET_S - (t - T0) ))
+  if [ "$left" -lt 20 ]; then echo "[$(( t - T0 ))s] $name: skipped (time budget spent)"; return 0; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  timeout "$limit" "$@" > "$OUT_DIR/$name" 2> "$OUT_DIR/$name.err"
+  local rc=$?
+  echo "[$(( $(date +%s) - T0 ))s] $name: exit $rc in $(( $(date +%s) - t ))s"
+  [ $rc -ne 0 ] && tail -3 "$OUT_DIR/$name.err"
+  return 0
+}
+
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
+  $PY -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0]); print(torch.cuda.get_device_name(0))"
+} > "$OUT_DIR/env.txt" 2>&1
+cat "$OUT_DIR/env.txt"
+
+M="$PY -m llmbench measure"
+step cuda_tests.txt 90 $PY -m pytest -q -m requires_cuda tests/test_measure_cuda.py
+step ceilings.json 90 $M ceilings --device cuda --model gpt2-xl --batch 8 --seq 1024 --repeats 10 --json
+step block_bf16.json 90 $M block --model gpt2-xl --batch 8,16,32,64 --seq 1024 --precision bf16 --device cuda --repeats 10 --json
+step block_fp16.json 45 $M block --model gpt2-xl --batch 8,16 --seq 1024 --precision fp16 --device cuda --repeats 10 --json
+step block_fp32.json 45 $M block --model gpt2-xl --batch 8,16 --seq 1024 --precision fp32 --device cuda --repeats 5 --json
+step train_gpt2xl_bf16.json 75 $M train --model gpt2-xl --batch 8 --seq 1024 --precision bf16 --steps 10 --warmup-steps 3 --device cuda --json
+step train_gpt2xl_bf16_compile.json 150 $M train --model gpt2-xl --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup-steps 3 --device cuda --compile --json
+step sparsity_2to4.json 45 $M train --model gpt2-xl --n-layers 2 --batch 8 --seq 1024 --precision bf16 --steps 3 --sparsity-pattern 2:4 --device cuda --json
+step infer_bert.json 40 $M infer --model bert-large --batch 1,8,32,128 --seq 128 --precision bf16 --device cuda --json
+step infer_gpt2xl.json 40 $M infer --model gpt2-xl --batch 1,16 --seq 512 --gen-len 64 --precision bf16 --device cuda --json
+
+$PY - "$OUT_DIR" <<'PYEOF'
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+def load(name):
+    try:
+        data = json.loads((out / name).read_text())
+    except Exception as e:
+        return None
+    return data if isinstance(data, list) else [data]
+for r in load("block_bf16.json") or []:
+    m = r["metrics"]
+    print(f"block bf16 batch {r['point']['batch']}: {r['status']} "
+          f"{m.get('fwd_bwd_tflops', 0):.1f} TFLOP/s, frac_of_ceiling {m.get('frac_of_ceiling')}, mfu {m.get('mfu')}")
+for name in ("train_gpt2xl_bf16.json", "train_gpt2xl_bf16_compile.json"):
+    for r in load(name) or []:
+        m = r["metrics"]
+        print(f"{name}: {r['status']} {r.get('error') or ''} tokens/s {m.get('tokens_per_s')}, mfu {m.get('mfu')}")
+PYEOF
+echo "total $(( $(date +%s) - T0 ))s; results in $OUT_DIR"

@@ -1,0 +1,80 @@
+"""`llmbench measure ...` end to end: JSON keys, the results DB, one-line errors, torchrun DDP."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    p = tmp_path / "tiny" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps({"model_type": "gpt2", "_name_or_path": "tiny-gpt2", "n_layer": 2,
+                             "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 128}))
+    return str(p)
+
+
+def llmbench(*args, env=None, launcher=None, timeout=180):
+    cmd = (launcher or [sys.executable, "-m", "llmbench"]) + list(args)
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=full_env)
+
+
+def test_block_sweep_json_and_db(tiny_config, tmp_path):
+    db = tmp_path / "r.db"
+    p = llmbench("measure", "block", "--model", tiny_config, "--batch", "1,2", "--seq", "16",
+                 "--repeats", "2", "--device", "cpu", "--json", "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert [r["point"]["batch"] for r in out] == [1, 2]
+    assert all(r["status"] == "ok" and r["metrics"]["fwd_bwd_tflops"] > 0 for r in out)
+    from llmbench.results.store import ResultsDB
+    with ResultsDB(db) as store:
+        rows = store.query(suite="block")
+    assert len(rows) == 2 and {r["key"] for r in rows} == {r["key"] for r in out}
+    assert rows[0]["environment"]["torch_version"]
+
+
+def test_table_output_and_bad_input(tiny_config, tmp_path):
+    p = llmbench("measure", "infer", "--model", tiny_config, "--batch", "2", "--seq", "8", "--gen-len", "2",
+                 "--repeats", "2", "--device", "cpu", "--no-record")
+    assert p.returncode == 0, p.stderr
+    assert "decode tok/s" in p.stdout and "ok" in p.stdout
+    bad = llmbench("measure", "train", "--model", "gpt-99", "--device", "cpu", "--no-record")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and "Traceback" not in bad.stderr
+    bad = llmbench("measure", "block", "--model", tiny_config, "--batch", "x", "--no-record")
+    assert bad.returncode == 2 and "--batch" in bad.stderr
+    bad = llmbench("measure", "block", "--model", tiny_config, "--device", "cuda:7", "--no-record")
+    assert bad.returncode == 2 and "error:" in bad.stderr
+
+
+def test_ceilings_json_saves_profile(tmp_path):
+    p = llmbench("measure", "ceilings", "--device", "cpu", "--size", "256", "--repeats", "2", "--json",
+                 "--no-record", env={"LLMBENCH_HOME": str(tmp_path)})
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["metrics"]["gemm"]["fp32"]["max"] > 0
+    saved = json.loads((tmp_path / "hardware" / "cpu.json").read_text())
+    assert saved["peak_flops"]["fp32"] == pytest.approx(out["metrics"]["gemm"]["fp32"]["max"] * 1e12)
+    assert "measure ceilings" in saved["sources"]["peak_flops.fp32"]
+
+
+def test_torchrun_two_cpu_processes(tiny_config, tmp_path):
+    """Data parallel: DDP over gloo, global tokens/s and scaling efficiency against one process."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                "-m", "llmbench"]
+    p = llmbench("measure", "train", "--model", tiny_config, "--batch", "2", "--seq", "32", "--steps", "2",
+                 "--warmup-steps", "1", "--device", "cpu", "--baseline", "--json", "--db", str(tmp_path / "d.db"),
+                 launcher=launcher, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)  # only rank 0 prints
+    m = out["metrics"]
+    assert out["status"] == "ok" and m["world_size"] == 2 and out["point"]["devices"] == 2
+    assert m["tokens_per_step"] == 2 * 2 * 32
+    assert m["tokens_per_s"] == pytest.approx(m["tokens_per_step"] / m["step_time_s"])
+    assert m["scaling_efficiency"] == pytest.approx(m["tokens_per_s"] / (2 * m["baseline_tokens_per_s"]))
