@@ -24,7 +24,7 @@ from llmbench.perfmodel.validate import ASSUME, _tp_pp, published_rows
 
 def lla_step_time(spec, gpu, *, batch, seq, devices, tp, pp, recompute, eff, dtype="w16a16e16", zero=0):
     from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
-    from llm_analysis.config import DtypeConfig, ModelConfig, ParallelismConfig, get_dtype_config_by_name
+    from llm_analysis.config import ModelConfig, ParallelismConfig, get_dtype_config_by_name
 
     mc = ModelConfig(name=spec.name, num_layers=spec.n_layers, n_head=spec.n_heads, hidden_dim=spec.d_model,
                      vocab_size=spec.vocab_size, max_seq_len=seq, num_key_value_heads=spec.n_kv_heads or spec.n_heads,

@@ -19,7 +19,6 @@ from llmbench.hardware import get_hardware
 from llmbench.models import get_model
 
 from .infer import predict_infer
-from .params import resolve_params
 from .project import DATASETS, epoch_time_s
 from .train import check_train_args, train_arrays
 
@@ -259,6 +258,3 @@ def run(params: dict | None = None) -> dict:
             "megatron_within_tolerance": meg.get("mean_abs_error", 1.0) <= TOL_MEGATRON,
             "tolerances": {"numeric": TOL_NUMERIC, "megatron_mean": TOL_MEGATRON}}
 
-
-def _params_for(hw: str) -> dict:
-    return resolve_params(get_hardware(hw))
