@@ -71,9 +71,9 @@ def _study_commands(data: Data, spec: FigureSpec) -> list[tuple[str, str]]:
             rows = data.get(s, source)
             if rows:
                 cmd = next((command_of(r) for r in rows if command_of(r)), None)
-                if source == "measured":  # studies: the command a user reruns, not a worker's argv
-                    cmd = (cmd or DEFAULT_MEASURE_CMD[s]) if s in DEFAULT_MEASURE_CMD \
-                        else f"llmbench study run {s} --quick"
+                if source == "measured":  # the command a user reruns, not a worker's argv
+                    cmd = cmd if s == "streaming" and cmd else \
+                        DEFAULT_MEASURE_CMD.get(s, f"llmbench study run {s} --quick")
                 if cmd:
                     vary = _varying(rows) if source == "predicted" else ""
                     out.append((source, cmd + (f"  [{len(rows)} points; varying {vary}]" if vary else "")))
