@@ -28,6 +28,9 @@ FIT_CANDIDATES = {
     "token_layer_latency_s": (1e-8, 1e-2), "step_overhead_s": (1e-5, 10.0),
 }
 MIN_POINTS = 3
+#: hardware with too few points of its own that runs on a sibling's fit: the same chip and clocks
+#: (a100-40gb: GA100 as a100-80gb; catalog notes), only the memory differs
+SAME_CHIP = {"a100-40gb": "a100-80gb"}
 MAX_PARAMS = 3
 
 
@@ -105,13 +108,24 @@ def sensitive(points, predict, hw_name, prior) -> list[str]:
     return [k for k in sorted(score, key=score.get, reverse=True) if score[k] > 1e-3]
 
 
-def calibrate_points(hw_name: str, points: list[dict], predict) -> dict:
-    """Fit one hardware to its points; leave-one-out error; flags where there are too few."""
+def calibrate_points(hw_name: str, points: list[dict], predict, inherit: tuple[str, dict] | None = None) -> dict:
+    """Fit one hardware to its points; leave-one-out error; flags where there are too few.
+
+    inherit: (sibling, its fitted parameters) for a hardware with too few points that shares the
+    sibling's chip; they are used unchanged, and the error on this hardware's own points is then a
+    held-out error."""
     prior = _prior(hw_name)
     n = len(points)
     before = _residuals(points, predict, hw_name, prior)
     report = {"hardware": hw_name, "points": n, "point_ids": [pt["id"] for pt in points],
               "prior_mean_abs_error": float(np.mean(np.abs(np.expm1(before)))) if n else None}
+    if n < MIN_POINTS and inherit and inherit[1]:
+        sib, sp = inherit
+        held = _residuals(points, predict, hw_name, {**prior, **sp})
+        report.update(status=f"too few points ({n} < {MIN_POINTS}): {sib}'s fit (same chip)", params=dict(sp),
+                      fitted=[], inherited_from=sib, loo_mean_abs_error=None,
+                      fit_mean_abs_error=float(np.mean(np.abs(np.expm1(held)))) if n else None)
+        return report
     if n < MIN_POINTS:
         report.update(status=f"too few points ({n} < {MIN_POINTS}): priors kept", params={},
                       fitted=[], loo_mean_abs_error=None, fit_mean_abs_error=report["prior_mean_abs_error"])
@@ -146,11 +160,15 @@ def published_points() -> dict[str, list[dict]]:
 def calibrate_published(write: bool = True, only: str | None = None) -> list[dict]:
     from .validate import predict_row
 
-    reports = []
-    for hw_name, points in sorted(published_points().items()):
+    reports, done = [], {}
+    # hardware that may inherit a sibling's fit goes last, after its sibling
+    for hw_name, points in sorted(published_points().items(), key=lambda kv: (kv[0] in SAME_CHIP, kv[0])):
         if only and hw_name != only:
             continue
-        rep = calibrate_points(hw_name, points, predict_row)
+        sib = SAME_CHIP.get(hw_name)
+        inherit = (sib, done[sib]["params"] if sib in done else load_profile(sib).get("params", {})) if sib else None
+        rep = calibrate_points(hw_name, points, predict_row, inherit)
+        done[hw_name] = rep
         if write:
             write_profile(PROFILE_DIR / f"{hw_name}.json", rep, "llmbench calibrate --published "
                           "(llmbench/reference/published.csv)")
@@ -161,6 +179,7 @@ def calibrate_published(write: bool = True, only: str | None = None) -> list[dic
 
 def write_profile(path: Path, rep: dict, source: str) -> None:
     data = {"hardware": rep["hardware"], "params": rep["params"], "fitted": rep["fitted"],
+            "inherited_from": rep.get("inherited_from"),
             "status": rep["status"], "points": rep["points"], "point_ids": rep["point_ids"],
             "fit_mean_abs_error": rep["fit_mean_abs_error"],
             "loo_mean_abs_error": rep["loo_mean_abs_error"], "source": source}

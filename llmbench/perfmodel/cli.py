@@ -224,8 +224,10 @@ def register(app: typer.Typer) -> None:
         for r in reports:
             loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
             fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
-            typer.echo(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<34} "
-                       f"fit error {r['fit_mean_abs_error']:.1%}  leave-one-out {loo}  [{fitted}]")
+            kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"]
+                    else "prior error")
+            typer.echo(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<44} "
+                       f"{kind} {r['fit_mean_abs_error']:.1%}  leave-one-out {loo}  [{fitted}]")
             if r.get("written"):
                 typer.echo(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
 
