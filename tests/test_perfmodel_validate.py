@@ -188,3 +188,36 @@ def test_cli_infer_project_validate(capsys):
 def test_cli_bad_input_one_line_exit_2(capsys, args, needle):
     code, out, err = _cli(args, capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_validate_json_keys(capsys):
+    code, out, _ = _cli(["validate", "--json"], capsys)
+    d = json.loads(out)
+    assert code == 0 and {"rows", "summary", "trends", "numeric_within_tolerance", "megatron_mean_abs_error",
+                          "tolerances"} <= set(d)
+    assert {"id", "system", "metric", "published", "predicted", "error", "assumption"} <= set(d["rows"][0])
+
+
+def test_cli_calibrate_from_writes_a_profile(tmp_path, capsys, monkeypatch):
+    pts = _synthetic_points(defaults("gpu") | {"compute_max": 0.6})
+    cols = ["model", "batch", "seq", "precision", "devices", "metric", "value", "tp", "recompute"]
+    src = tmp_path / "runs.json"
+    src.write_text(json.dumps([{c: p[c] for c in cols} for p in pts]))
+    out = tmp_path / "prof" / "h100-sxm.json"
+    out.parent.mkdir()
+    code, text, err = _cli(["calibrate", "--hardware", "h100-sxm", "--from", str(src), "--out", str(out), "--json"], capsys)
+    assert code == 0, err
+    rep = json.loads(text)[0]
+    assert rep["points"] == len(pts) and out.exists() and rep["params"]
+    # the written profile is picked up through LLMBENCH_PROFILES
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.params import load_profile, resolve_params
+    monkeypatch.setenv("LLMBENCH_PROFILES", str(out.parent))
+    load_profile.cache_clear()
+    try:
+        p = resolve_params(get_hardware("h100-sxm"))
+        for k, v in rep["params"].items():
+            assert p[k] == pytest.approx(v)
+    finally:
+        monkeypatch.delenv("LLMBENCH_PROFILES")
+        load_profile.cache_clear()
