@@ -66,7 +66,8 @@ def main() -> None:
     point = run_compare(StreamConfig(**base, batch=a.batch, seq=a.seq, steps=a.steps))
     print(f"compute-bound point: {point['model']} L={point['n_layers']} d={point['d_model']} "
           f"tokens/step={point['tokens_per_step']}: resident {point['resident_tokens_per_s']:,.0f} "
-          f"tok/s, streamed {point['streamed_tokens_per_s']:,.0f} tok/s, ratio {point['ratio']:.3f}, "
+          f"tok/s, streamed {point['streamed_tokens_per_s']:,.0f} tok/s, ratio {point['ratio']:.3f} "
+          f"(of the fastest steps {point['ratio_of_min_steps']:.3f}), "
           f"max rel loss diff {point['max_rel_loss_diff']:.1e}, device weight peak "
           f"{point['device_weight_bytes_peak']:,} B (layer {point['layer_weight_bytes']:,} B)")
 
@@ -74,22 +75,25 @@ def main() -> None:
     tokens = [int(x) for x in a.tokens.split(",") if x]
     for tok in tokens:
         batch = max(1, tok // a.curve_seq)
-        steps = 12 if tok <= 256 else 5
+        steps = 24 if tok <= 256 else 12 if tok <= 1024 else 8
         r = run_compare(StreamConfig(**base, batch=batch, seq=a.curve_seq, steps=steps, warmup_steps=2))
         curve.append({k: r[k] for k in ("tokens_per_step", "batch", "seq", "resident_tokens_per_s",
                                          "streamed_tokens_per_s", "ratio", "max_rel_loss_diff",
+                                         "resident_step_s", "streamed_extra_s_per_step",
+                                         "resident_step_min_s", "streamed_step_min_s", "ratio_of_min_steps",
                                          "exposed_stream_s_per_step", "exposed_optimizer_s_per_step")})
     spec = resolve_spec(StreamConfig(**base, seq=a.curve_seq))
     pred = predicted(spec, a.hardware, [c["batch"] for c in curve], a.curve_seq) if curve else {}
     if curve:
         print(f"\ncurve (seq {a.curve_seq}); predicted by perfmodel on {pred.get('hardware', '?')}")
         print(f"{'tokens/step':>11} {'resident tok/s':>14} {'streamed tok/s':>14} {'ratio':>6} "
-              f"{'predicted':>9} {'exposed stream s':>16}")
+              f"{'min-step ratio':>14} {'predicted':>9} {'extra s/step':>12} {'exposed stream s':>16}")
         for i, c in enumerate(curve):
             p = pred["ratio"][i] if "ratio" in pred else float("nan")
             c["predicted_ratio"] = p
             print(f"{c['tokens_per_step']:>11} {c['resident_tokens_per_s']:>14,.0f} "
-                  f"{c['streamed_tokens_per_s']:>14,.0f} {c['ratio']:>6.3f} {p:>9.3f} "
+                  f"{c['streamed_tokens_per_s']:>14,.0f} {c['ratio']:>6.3f} {c['ratio_of_min_steps']:>14.3f} {p:>9.3f} "
+                  f"{c['streamed_extra_s_per_step']:>12.4f} "
                   f"{c['exposed_stream_s_per_step']:>16.4f}")
         print(f"predicted crossover: {pred.get('crossover_tokens', float('nan')):,.0f} tokens/step")
     out = {"point": point, "curve": curve, "predicted": pred, "wall_s": time.time() - t0,

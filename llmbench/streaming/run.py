@@ -359,6 +359,7 @@ def run_compare(cfg: StreamConfig) -> dict:
     # other work on the machine slows steps at random: the ratio is the median over adjacent
     # (resident, streamed) step pairs, robust to load that drifts; tokens/s use median step times
     ratio = statistics.median(a / b for a, b in zip(tr_[w:], ts_[w:]))
+    extra_s = statistics.median(b - a for a, b in zip(tr_[w:], ts_[w:]))
     rel = [abs(a - b) / abs(a) for a, b in zip(lr_, ls_)]
     L = spec.n_layers
     return {
@@ -366,7 +367,10 @@ def run_compare(cfg: StreamConfig) -> dict:
         "seq": cfg.seq, "steps": cfg.steps, "tokens_per_step": tokens, "device": str(device),
         "prefetch": cfg.prefetch,
         "resident_tokens_per_s": r_tps, "streamed_tokens_per_s": s_tps, "ratio": ratio,
-        "resident_step_s": r_step, "streamed_step_s": s_step,
+        "resident_step_s": r_step, "streamed_step_s": s_step, "streamed_extra_s_per_step": extra_s,
+        # the fastest step of each: the least disturbed by other load on a shared machine
+        "resident_step_min_s": min(tr_[w:]), "streamed_step_min_s": min(ts_[w:]),
+        "ratio_of_min_steps": min(tr_[w:]) / min(ts_[w:]),
         "resident_step_times_s": tr_, "streamed_step_times_s": ts_,
         "resident_loss": lr_, "streamed_loss": ls_, "max_rel_loss_diff": max(rel),
         "device_weight_bytes_peak": st.ex.account.weight_bytes_peak,
