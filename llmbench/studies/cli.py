@@ -59,9 +59,7 @@ def _print_results(summary: dict) -> None:
     rows = summary["results"]
     axes = _varying([r["point"] for r in rows]) or ["model"]
     c = summary["counts"]
-    t = Table(title=f"{summary['study']}{' (quick)' if summary['quick'] else ''} on "
-                    f"{summary['hardware']}: {c['ok']} ok, {c['oom']} oom, {c['error']} error, "
-                    f"{c['skipped']} skipped")
+    t = Table(title=f"{summary['study']}{' (quick)' if summary['quick'] else ''} on {summary['hardware']}")
     for col in axes + ["status", "result"]:
         t.add_column(col, overflow="fold")
     for r in rows:
@@ -69,7 +67,8 @@ def _print_results(summary: dict) -> None:
         t.add_row(*[str(r["point"].get(k)) for k in axes], r["status"], result)
     con = _console()
     con.print(t)
-    con.print(f"ran {summary['ran']}, skipped {summary['skipped_now']}, already recorded "
+    con.print(f"{c['ok']} ok, {c['oom']} oom, {c['error']} error, {c['skipped']} skipped; this run: "
+              f"ran {summary['ran']}, skipped {summary['skipped_now']}, already recorded "
               f"{summary['already_recorded']}; results in {summary['db']}")
 
 
