@@ -1,3 +1,3 @@
-from llmbench.cli import main
+from llmbench.entry import main
 
 main()

@@ -8,7 +8,6 @@ not import torch at import time (torch is imported inside the commands that need
 """
 from __future__ import annotations
 
-import json
 import sys
 
 import typer
@@ -35,18 +34,7 @@ def fail(message: str) -> None:
     raise BadInput(message)
 
 
-def emit_json(obj) -> None:
-    typer.echo(json.dumps(obj, indent=2, default=_json_default))
-
-
-def _json_default(o):
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    return str(o)
+from llmbench._cliutil import emit_json  # noqa: E402  (re-exported for the areas' commands)
 
 
 def console():
@@ -267,12 +255,12 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         from click.exceptions import ClickException, UsageError
 
+    from llmbench._cliutil import BAD_INPUT, fail_one_line
+
     try:
         app(args=argv, standalone_mode=False, prog_name="llmbench")
-    except (BadInput, ValueError, FileNotFoundError, KeyError) as e:
-        msg = e.args[0] if e.args else str(e)
-        typer.echo(f"error: {msg}", err=True)
-        sys.exit(2)
+    except (BadInput, *BAD_INPUT) as e:
+        fail_one_line(e)
     except UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # help was printed: not an error
             sys.exit(0)
