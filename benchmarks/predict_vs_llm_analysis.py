@@ -1,7 +1,7 @@
 """llmbench predict vs llm-analysis (cli99/llm-analysis, pip) on the same configurations, both
 against the published numbers: Megatron Table 1 (arXiv:2104.04473) and Llama-2-70B on 64 Gaudi2.
 
-    pip install llm-analysis          # the bench extra; transformers is optional for it
+    pip install --no-deps llm-analysis fire   # its huggingface-hub<0.15 pin clashes with tokenizers
     .venv/bin/python benchmarks/predict_vs_llm_analysis.py
 
 llm-analysis takes a FLOPs efficiency from the user (default 1.0; its constant.py says Megatron-LM
