@@ -148,7 +148,8 @@ def test_resume_refuses_another_runs_store(tmp_path):
 
 @pytest.mark.parametrize("kw, match", [
     (dict(batch=0), "--batch"), (dict(prefetch=-1), "--prefetch"), (dict(sparsity=1.0), "--sparsity"),
-    (dict(resume=True), "--resume"), (dict(device_memory_budget=0), "--device-memory-budget"),
+    (dict(resume=True), "--resume"), (dict(store="nvme"), "--store"),
+    (dict(device_memory_budget=0), "--device-memory-budget"),
 ])
 def test_config_rules(kw, match):
     with pytest.raises(ValueError, match=match):

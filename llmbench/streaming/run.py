@@ -68,6 +68,9 @@ class StreamConfig:
             raise ValueError(f"--sparsity must be in [0, 1), got {self.sparsity}")
         if self.device_memory_budget is not None and self.device_memory_budget <= 0:
             raise ValueError("--device-memory-budget must be a positive number of bytes")
+        from llmbench.streaming.store import parse_tier
+
+        parse_tier(self.store)
         if self.resume and not self.store.startswith("disk:"):
             raise ValueError("--resume needs a disk store (--store disk:PATH)")
 
