@@ -64,7 +64,11 @@ def headline(metrics: dict) -> str:
 
 def point_summary(point: dict) -> str:
     skip = {"suite", "model", "hardware", "published_id"}
-    return " ".join(f"{k}={v}" for k, v in point.items() if k not in skip and v is not None)
+
+    def fmt(v):
+        return ",".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+
+    return " ".join(f"{k}={fmt(v)}" for k, v in point.items() if k not in skip and v is not None)
 
 
 def print_table(rows: list[dict], title: str) -> None:
