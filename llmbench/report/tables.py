@@ -10,6 +10,7 @@ from . import style
 from .rows import Data, command_of, field, metric, reference_of
 
 NA = "not available"
+TERMINAL_SKIP = ("assumption",)
 MEASURED_STUDIES = ("ceilings", "transformer-block", "gpt2-seq-length", "gas", "sparsity", "dp-scaling",
                     "bert-train-batch", "bert-infer-batch", "genslm", "streaming")
 
@@ -62,9 +63,10 @@ def measured_summary(data: Data) -> Table:
         for r in rows:
             if r.get("status", "ok") != "ok":
                 other[r["status"]] = other.get(r["status"], 0) + 1
-        cmd = next((command_of(r) for r in rows if command_of(r)), None) or \
-            {"ceilings": "llmbench measure ceilings --json",
-             "streaming": "llmbench stream compare --json"}.get(s, f"llmbench study run {s} --quick")
+        # the command a user reruns (a shared point's own argv names whichever study ran it first)
+        cmd = next((command_of(r) for r in rows if command_of(r)), None) if s == "streaming" else None
+        cmd = cmd or {"ceilings": "llmbench measure ceilings --json",
+                      "streaming": "llmbench stream compare --json"}.get(s, f"llmbench study run {s} --quick")
         t.rows.append([s, str(len(okr)) if rows else "not measured",
                        ", ".join(f"{n} {k}" for k, n in other.items()) or "-", _headline(s, okr), cmd])
     t.sources = ["this machine; environment (torch, CPU, threads, git commit, date) in each DB row"]
@@ -88,8 +90,8 @@ def _headline(study: str, rows: list[dict]) -> str:
         return (f"resident {fmt(m.get('resident_tokens_per_s'))}, streamed {fmt(m.get('streamed_tokens_per_s'))} "
                 f"tokens/s (ratio {fmt(m.get('ratio'))})")
     for name, unit, scale in (("fwd_bwd_tflops", "TFLOP/s", 1), ("scaling_efficiency", "efficiency", 1),
-                              ("latency_s_p50", "ms p50", 1e3), ("samples_per_s", "samples/s", 1),
-                              ("tokens_per_s", "tokens/s", 1), ("achieved_tflops", "TFLOP/s", 1)):
+                              ("latency_s_p50", "ms p50", 1e3), ("tokens_per_s", "tokens/s", 1),
+                              ("samples_per_s", "samples/s", 1), ("achieved_tflops", "TFLOP/s", 1)):
         vals = [metric(r, name) for r in rows if metric(r, name) is not None]
         if vals:
             lo, hi = min(vals) * scale, max(vals) * scale
@@ -247,13 +249,16 @@ def print_tables(tables: list[Table], console=None) -> None:
     for tb in tables:
         rt = RichTable(title=tb.title, title_justify="left", caption=" · ".join(tb.sources)[:300] or None,
                        caption_justify="left")
-        for col, kind in zip(tb.columns, tb.kinds):
+        keep = [i for i, c in enumerate(tb.columns) if c not in TERMINAL_SKIP]  # long prose: HTML only
+        for i in keep:
+            col, kind = tb.columns[i], tb.kinds[i]
             rt.add_column(col, style=colour.get(kind), overflow="fold",
-                          max_width=48 if col in ("source", "command") else None)
+                          max_width=40 if col in ("source", "command", "detail") else None,
+                          no_wrap=col == "id")
         for row in tb.rows:
-            rt.add_row(*[str(c) for c in row])
+            rt.add_row(*[str(row[i]) for i in keep])
         if not tb.rows:
-            rt.add_row(*(["not available"] + [""] * (len(tb.columns) - 1)))
+            rt.add_row(*(["not available"] + [""] * (len(keep) - 1)))
         console.print(rt)
         if tb.note:
             console.print(tb.note)
