@@ -29,6 +29,16 @@ def test_other_prefetch_depths_are_exact(prefetch):
     assert blocks == min(prefetch + 1, 3)
 
 
+def test_recompute_is_exact_and_needs_less_device_memory():
+    base = dict(model="tiny", layers=3, batch=4, seq=32)
+    out = run_compare(StreamConfig(**base, steps=4, recompute=True))
+    assert out["max_rel_loss_diff"] <= 1e-5 and out["recompute"]
+    keep = run_train(StreamConfig(**base, steps=1))
+    again = run_train(StreamConfig(**base, steps=1, recompute=True))
+    assert again["device_bytes_estimate"] < keep["device_bytes_estimate"]
+    assert again["device_weight_bytes_peak"] == keep["device_weight_bytes_peak"]
+
+
 def test_device_weight_peak_is_flat_in_depth():
     peaks = {}
     for layers in (4, 16):

@@ -40,6 +40,8 @@ _lr = typer.Option(D["lr"], "--lr", help="AdamW learning rate")
 _seed = typer.Option(D["seed"], "--seed", help="init and data seed")
 _warm = typer.Option(D["warmup_steps"], "--warmup-steps", help="steps left out of tokens_per_s")
 _json = typer.Option(False, "--json", help="JSON output")
+_recompute = typer.Option(False, "--recompute", help="keep only block inputs on the device; "
+                          "recompute each block's forward in the backward")
 
 
 @stream_app.command("train")
@@ -54,13 +56,14 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
           resume: bool = typer.Option(False, "--resume", help="continue from the disk store"),
           check_ranks: bool = typer.Option(False, "--check-ranks", help="data parallel: hash each "
                                            "rank's weights every step"),
-          lr: float = _lr, seed: int = _seed, warmup_steps: int = _warm,
-          json_out: bool = _json) -> None:
+          recompute: bool = _recompute, lr: float = _lr, seed: int = _seed,
+          warmup_steps: int = _warm, json_out: bool = _json) -> None:
     """Train with weights and Adam state in a ParameterStore, streamed layer by layer."""
     cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
                   seq=seq, steps=steps, store=store, device=device, prefetch=prefetch,
                   sparsity=sparsity, device_memory_budget=device_memory_budget, resume=resume,
-                  check_ranks=check_ranks, lr=lr, seed=seed, warmup_steps=warmup_steps)
+                  check_ranks=check_ranks, recompute=recompute, lr=lr, seed=seed,
+                  warmup_steps=warmup_steps)
     from llmbench.streaming.run import run_train
 
     out = run_train(cfg)
@@ -80,12 +83,13 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
 @stream_app.command("compare")
 def compare(model: str = _model, layers: int = _layers, width: int = _width, heads: int = _heads,
             vocab: int = _vocab, batch: int = _batch, seq: int = _seq, steps: int = _steps,
-            device: str = _device, prefetch: int = _prefetch, lr: float = _lr, seed: int = _seed,
-            warmup_steps: int = _warm, json_out: bool = _json) -> None:
+            device: str = _device, prefetch: int = _prefetch, recompute: bool = _recompute,
+            lr: float = _lr, seed: int = _seed, warmup_steps: int = _warm,
+            json_out: bool = _json) -> None:
     """Train the same model resident and streamed (same seed and data, steps alternating)."""
     cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
-                  seq=seq, steps=steps, device=device, prefetch=prefetch, lr=lr, seed=seed,
-                  warmup_steps=warmup_steps)
+                  seq=seq, steps=steps, device=device, prefetch=prefetch, recompute=recompute,
+                  lr=lr, seed=seed, warmup_steps=warmup_steps)
     from llmbench.streaming.run import run_compare
 
     out = run_compare(cfg)

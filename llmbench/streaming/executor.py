@@ -20,7 +20,9 @@ may live on the meta device (no memory). One step:
 
 A loader thread runs the schedule `prefetch` layers ahead (on an accelerator it copies from pinned
 host memory on a side stream; on CPU the background thread itself copies). No recomputation: the
-forward's activations are kept, so the streamed step does the resident step's FLOPs exactly.
+forward's activations are kept, so the streamed step does the resident step's FLOPs exactly;
+`recompute=True` keeps only each block's input and runs the block's forward again in the backward
+(one more forward of FLOPs, activation memory of one layer plus the block inputs).
 """
 from __future__ import annotations
 
@@ -79,7 +81,7 @@ class StreamingExecutor:
 
     def __init__(self, model: nn.Module, store: ParameterStore | None, *, device: torch.device,
                  prefetch: int = 1, comm=None, budget_bytes: int | None = None,
-                 record_digests: bool = False):
+                 record_digests: bool = False, recompute: bool = False):
         if prefetch < 0:
             raise ValueError(f"--prefetch must be >= 0, got {prefetch}")
         self.model, self.store, self.device, self.prefetch, self.comm = model, store, device, prefetch, comm
@@ -93,6 +95,7 @@ class StreamingExecutor:
         self.n_layers = len(model.blocks)
         self.account = DeviceAccount(budget_bytes)
         self.record_digests = record_digests
+        self.recompute = recompute
         self._local_names(model)
         self._sparse_setup()
         self._accel = device.type != "cpu"
@@ -285,8 +288,7 @@ class StreamingExecutor:
             flat = self._take(g)
             if self.record_digests:
                 self._digest(flat)
-            x_in = x.detach().requires_grad_(True)
-            out = functional_call(m.blocks[i], self._views(g, {g: flat}), (x_in,))
+            x_in, out = self._block_forward(i, flat, x)
             acts.append((x_in, out))
             if i < L - 1:
                 self._free_weights(g, flat)
@@ -303,6 +305,9 @@ class StreamingExecutor:
             flat = self._take(g) if i < L - 1 else self._flats[g]
             x_in, out = acts[i]
             acts[i] = None
+            if self.recompute:  # rebuild the block's graph from its input, with the re-streamed weights
+                x_in.requires_grad_(True)
+                out = functional_call(m.blocks[i], self._views(g, {g: flat}), (x_in,))
             self._backward(out, flat, grad, grad_bytes=self.numel[g] * 4)
             grad = x_in.grad
             self._grad_out(g, flat)
@@ -311,6 +316,15 @@ class StreamingExecutor:
         self._grad_out("ends", ends)
         self._free_weights("ends", ends)
         return self._finish_step(loss.detach())
+
+    def _block_forward(self, i: int, flat: torch.Tensor, x: torch.Tensor):
+        """Block i's forward on its own leaf input; with recompute, no graph is kept (the device
+        keeps the block's input only and the backward runs the forward again)."""
+        g = f"block.{i}"
+        x_in = x.detach().requires_grad_(not self.recompute)
+        with torch.set_grad_enabled(not self.recompute):
+            out = functional_call(self.model.blocks[i], self._views(g, {g: flat}), (x_in,))
+        return x_in, out
 
     def _backward(self, out, flat, grad=None, grad_bytes=0) -> None:
         if grad_bytes:

@@ -51,6 +51,8 @@ class StreamConfig:
     """bytes the run may use on the device (weights, gradients, activations), None: no limit"""
     resume: bool = False
     """continue from the disk store's last committed step"""
+    recompute: bool = False
+    """keep only each block's input on the device; recompute the block's forward in the backward"""
     lr: float = 1e-3
     seed: int = 0
     warmup_steps: int = 1
@@ -124,7 +126,8 @@ def make_batch(spec, batch: int, seq: int, seed: int, step: int, *, rank: int = 
 
 # ---------------------------------------------------------------- memory
 
-def device_bytes_estimate(spec, numel: dict[str, int], *, batch: int, seq: int, prefetch: int) -> dict:
+def device_bytes_estimate(spec, numel: dict[str, int], *, batch: int, seq: int, prefetch: int,
+                          recompute: bool = False) -> dict:
     """What a streamed step holds on the device at its peak: the ends (embeddings + head) and up
     to prefetch + 1 blocks of fp32 weights, their gradients, and every layer's activations."""
     from llmbench.models.counting import activation_bytes_per_layer
@@ -135,6 +138,9 @@ def device_bytes_estimate(spec, numel: dict[str, int], *, batch: int, seq: int, 
     weights = ends + min(prefetch + 1, L) * block
     grads = ends + block
     acts = activation_bytes_per_layer(spec, batch, seq, "fp32", "none") * L
+    if recompute:  # every block's input, plus one block's activations while it is recomputed
+        acts = (activation_bytes_per_layer(spec, batch, seq, "fp32", "full") * L
+                + activation_bytes_per_layer(spec, batch, seq, "fp32", "none"))
     acts += 3 * batch * seq * spec.vocab_size * 4  # logits, their softmax and gradient (fp32)
     return {"weights": weights, "gradients": grads, "activations": int(acts),
             "total": int(weights + grads + acts)}
@@ -181,7 +187,7 @@ class StreamedTrainer:
         groups = group_params(self.skeleton)
         self.numel = {g: sum(p.numel() for p in ps.values()) for g, ps in groups.items()}
         self.estimate = device_bytes_estimate(spec, self.numel, batch=cfg.batch, seq=cfg.seq,
-                                              prefetch=cfg.prefetch)
+                                              prefetch=cfg.prefetch, recompute=cfg.recompute)
         check_budget(self.estimate, cfg.device_memory_budget)
         world = comm.world if comm is not None else 1
         meta = {"model": spec.to_dict(), "batch": cfg.batch, "seq": cfg.seq, "seed": cfg.seed,
@@ -207,7 +213,8 @@ class StreamedTrainer:
         acts = self.estimate["activations"]
         budget = None if cfg.device_memory_budget is None else cfg.device_memory_budget - acts
         self.ex = StreamingExecutor(self.skeleton, self.store, device=device, prefetch=cfg.prefetch,
-                                    comm=comm, budget_bytes=budget, record_digests=cfg.check_ranks)
+                                    comm=comm, budget_bytes=budget, record_digests=cfg.check_ranks,
+                                    recompute=cfg.recompute)
         self.device = device
 
     @property
@@ -311,6 +318,7 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
         "model": spec.name, "params": params, "n_layers": L, "d_model": spec.d_model,
         "batch": cfg.batch, "seq": cfg.seq, "world_size": world, "tokens_per_step": tokens,
         "device": str(device), "store": cfg.store, "prefetch": cfg.prefetch, "sparsity": cfg.sparsity,
+        "recompute": cfg.recompute,
         "start_step": (store.step - len(losses)) if store is not None else 0,
         "steps": cfg.steps, "tokens_per_s": tps, "step_time_s": step_s,
         "warmup_s": sum(times[:cfg.warmup_steps]) if len(times) > cfg.warmup_steps else 0.0,
@@ -368,7 +376,7 @@ def run_compare(cfg: StreamConfig) -> dict:
     return {
         "model": spec.name, "n_layers": L, "d_model": spec.d_model, "batch": cfg.batch,
         "seq": cfg.seq, "steps": cfg.steps, "tokens_per_step": tokens, "device": str(device),
-        "prefetch": cfg.prefetch,
+        "prefetch": cfg.prefetch, "recompute": cfg.recompute,
         "resident_tokens_per_s": r_tps, "streamed_tokens_per_s": s_tps, "ratio": ratio,
         "resident_step_s": r_step, "streamed_step_s": s_step, "streamed_extra_s_per_step": extra_s,
         # the fastest step of each: the least disturbed by other load on a shared machine
