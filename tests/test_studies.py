@@ -364,3 +364,18 @@ def test_cli_study_run_json_and_show(capsys, fake, tmp_path):
 def test_cli_bad_input_exits_2(capsys, tmp_path, argv, msg):
     code, _, err = _cli(capsys, *argv, "--db", str(tmp_path / "x.db"))
     assert code == 2 and msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_modules_and_cpu_planning_import_no_torch():
+    # the CLI starts without torch (DESIGN.md); planning a CPU study needs none either
+    code = ("import sys\n"
+            "import llmbench.results.cli, llmbench.studies.cli, llmbench.studies.runner\n"
+            "from llmbench.studies.feasibility import local_device\n"
+            "from llmbench.studies.spec import studies\n"
+            "loc = local_device('cpu')\n"
+            "assert loc.hardware == 'cpu' and loc.memory_bytes > 0 and loc.count >= 1\n"
+            "[s.points(quick=True) for s in studies().values()]\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
