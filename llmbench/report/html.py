@@ -59,7 +59,9 @@ def _varying(rows: list[dict]) -> str:
             if all(isinstance(v, (int, float)) for v in vs):
                 parts.append(f"{k} {min(vs):g}…{max(vs):g} ({len(vs)} values)")
             else:
-                parts.append(f"{k} " + ", ".join(sorted(map(str, vs))))
+                names = sorted(map(str, vs))
+                more = f" … ({len(names)} values)" if len(names) > 6 else ""
+                parts.append(f"{k} " + ", ".join(names[:6]) + more)
     return "; ".join(parts)
 
 

@@ -145,6 +145,8 @@ def scaling_table(data: Data) -> Table:
         mine = {field(p, "devices"): metric(p, "tokens_per_s") for p in pred if p.get("hardware") == hw}
         pe = mine[n] / (n * mine[1]) if mine.get(1) and mine.get(n) else None
         t.rows.append([style.hw_label(hw), str(n), fmt(eff), fmt(pe), reference_of(r) or "published.csv"])
+    t.note = ("Predicted at 16 sequences per device (weak scaling); the validation table predicts each "
+              "row with the paper's own set-up (e.g. A100: micro-batch 1, GAS 4, ZeRO-1).")
     t.sources = ["predicted: llmbench predict train --model gpt2-xl --batch 16N --seq 1024 --devices N",
                  "measured here: llmbench study run dp-scaling --quick"]
     return t
@@ -161,13 +163,15 @@ def time_to_train_table(data: Data) -> Table:
         def val(ds, div):
             r = next((r for r in rows if r.get("hardware") == hw and field(r, "dataset") == ds), None)
             v = metric(r, "epoch_time_s", "time_s") if r else None
-            return fmt(v / div if v else None)
+            fits = (r.get("metrics") or {}).get("fits", True) if r else True
+            return fmt(v / div if v else None) + ("" if fits is not False else " (does not fit)")
         pub = ""
         if hw == "cs2" and pubs:
             pub = "; ".join(f"{fmt(metric(r, m))} {'h' if m.endswith('_h') else 's'} ({r.get('model')})"
                             for m, r in pubs.items())
         t.rows.append([style.hw_label(hw), val("pile", 3600.0), val("sst2", 1.0), pub or "-",
                        "arXiv:2409.00287" if pub else "llmbench project"])
+    t.note = "(does not fit): the point needs more memory than one device has; the time assumes it did."
     t.sources = ["predicted: llmbench project --model gpt3-20b --dataset pile --batch 256 --seq 2048; "
                  "llmbench project --model bert-large --dataset sst2 --batch 8192 --seq 128",
                  "published: arXiv:2409.00287 (CS-2 projections)"]
@@ -227,7 +231,7 @@ def inference_table(data: Data) -> Table:
         t.rows.append([r.get("model"), style.hw_label(r.get("hardware")), fmt(metric(r, "devices")),
                        fmt(metric(r, "decode_tokens_per_s_per_seq")), fmt(metric(r, "ttft_s")),
                        str((r.get("metrics") or {}).get("bound", "-")), pub,
-                       reference_of(p) if p else (command_of(r) or "-")])
+                       reference_of(p) if p else "llmbench predict infer (command in the figure caption)"])
     t.sources = ["published: Cerebras blog 2024-08-27; The Register, Hot Chips 2024"]
     return t
 
