@@ -66,6 +66,31 @@ def test_budget_is_enforced_with_one_line_exit_2():
     assert r.stderr.startswith("error: does not fit") and r.stderr.count("\n") == 1
 
 
+def test_runtime_account_stops_an_allocation_over_budget():
+    """The executor counts every device buffer itself: past the budget the step fails with a
+    ValueError (one line at the CLI), and close() returns promptly."""
+    import time
+
+    from llmbench.measure.modeling import build_model
+    from llmbench.streaming.executor import StreamingExecutor, group_params
+    from llmbench.streaming.run import initial_state, make_batch
+
+    spec = resolve_spec(StreamConfig(model="tiny", layers=2))
+    skel = build_model(spec, meta=True)
+    init = initial_state(spec, 0)
+    groups = {g: {n: init[n] for n in ps} for g, ps in group_params(skel).items()}
+    store = ParameterStore.create("ram", groups, adam=AdamConfig())
+    ends_bytes = store.numel("ends") * 4
+    ex = StreamingExecutor(skel, store, device=torch.device("cpu"), budget_bytes=ends_bytes + 1000)
+    idx, tgt = make_batch(spec, 2, 16, 0, 0)
+    with pytest.raises(ValueError, match="over --device-memory-budget"):
+        ex.train_step(idx, tgt)
+    t0 = time.perf_counter()
+    ex.close()
+    assert time.perf_counter() - t0 < 5
+    assert store.step == 0  # nothing was committed
+
+
 def test_sparse_streams_10_to_20_percent_of_dense():
     base = dict(model="tiny", width=128, batch=2, seq=16, steps=2)
     dense = run_train(StreamConfig(**base))

@@ -110,6 +110,7 @@ class StreamingExecutor:
         self._flats: dict[str, torch.Tensor] = {}
         self._opt = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-optimizer")
         self._futures = []
+        self._stopping = False
         self.reset_stats()
         self._thread = threading.Thread(target=self._loader, name="stream-loader", daemon=True)
         self._thread.start()
@@ -147,7 +148,7 @@ class StreamingExecutor:
             self._mod.set_device(self.device.index)
         while True:
             item = self._work.get()
-            if item is None:
+            if item is None or self._stopping:
                 return
             group, phase = item
             try:
@@ -354,6 +355,13 @@ class StreamingExecutor:
         self.digests.append(hashlib.sha1(flat.detach().cpu().clone().numpy().tobytes()).hexdigest()[:16])
 
     def close(self) -> None:
+        """Stop the loader (also when a step failed half-way and it waits for a permit or a
+        release) and the optimizer worker."""
+        self._stopping = True
         self._work.put(None)
+        for _ in range(self.n_layers + self.prefetch + 2):
+            self._permits.release()
+        for ev in self._released.values():
+            ev.set()
         self._thread.join(timeout=10)
         self._opt.shutdown(wait=True)
