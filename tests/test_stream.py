@@ -3,8 +3,6 @@ bytes, the store's AdamW and layout. Tiny models on CPU (docs/stream.md)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -58,12 +56,14 @@ def test_bigger_than_budget_trains_and_learns():
     assert out["device_weight_bytes_peak"] < budget
 
 
-def test_budget_is_enforced_with_one_line_exit_2():
-    r = subprocess.run([sys.executable, "-m", "llmbench", "stream", "train", "--model", "tiny",
-                        "--steps", "1", "--device-memory-budget", "100000"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2
-    assert r.stderr.startswith("error: does not fit") and r.stderr.count("\n") == 1
+def test_budget_is_enforced_with_one_line_exit_2(capsys):
+    from llmbench.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["stream", "train", "--model", "tiny", "--steps", "1", "--device-memory-budget", "100000"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: does not fit") and err.count("\n") == 1
 
 
 def test_runtime_account_stops_an_allocation_over_budget():
@@ -200,13 +200,19 @@ def test_model_overrides():
         resolve_spec(StreamConfig(model="bert-base"))
 
 
-def test_cli_json_keys():
-    r = subprocess.run([sys.executable, "-m", "llmbench", "stream", "train", "--model", "tiny",
-                        "--layers", "2", "--batch", "2", "--seq", "16", "--steps", "2", "--json"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+def test_cli_json_keys(capsys):
+    from llmbench.cli import main
+
+    main(["stream", "train", "--model", "tiny", "--layers", "2", "--batch", "2", "--seq", "16",
+          "--steps", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
     for key in ("tokens_per_s", "loss", "streamed_bytes_per_step", "exposed_stream_s_per_step",
                 "device_weight_bytes_peak", "store_bytes"):
         assert key in out
     assert len(out["loss"]) == 2 and out["tokens_per_s"] > 0
+    main(["stream", "compare", "--model", "tiny", "--layers", "2", "--batch", "2", "--seq", "16",
+          "--steps", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    for key in ("resident_tokens_per_s", "streamed_tokens_per_s", "ratio", "max_rel_loss_diff",
+                "device_weight_bytes_peak", "layer_weight_bytes"):
+        assert key in out
