@@ -36,6 +36,10 @@ def predicted(spec, hw_name: str, batches: list[int], seq: int) -> dict:
     return {"hardware": hw.display_name, "peak_fp32_flops": hw.peak("fp32"),
             "sources": {k: v for k, v in hw.sources.items() if "fp32" in k or "bandwidth" in k},
             "ratio": (st["tokens_per_s"] / res["tokens_per_s"]).tolist(),
+            # the same model's terms with the copies NOT hidden behind compute (a CPU: the link
+            # and the compute share the cores): resident step / (resident step + stream time)
+            "ratio_copies_serial": (res["step_time_s"] / (res["step_time_s"] + st["stream"])).tolist(),
+            "stream_s": st["stream"].tolist(),
             "resident_tokens_per_s": res["tokens_per_s"].tolist(),
             "streamed_tokens_per_s": st["tokens_per_s"].tolist(),
             "crossover_tokens": streaming_crossover_tokens(spec, hw, "fp32", seq=seq)}
@@ -87,12 +91,16 @@ def main() -> None:
     if curve:
         print(f"\ncurve (seq {a.curve_seq}); predicted by perfmodel on {pred.get('hardware', '?')}")
         print(f"{'tokens/step':>11} {'resident tok/s':>14} {'streamed tok/s':>14} {'ratio':>6} "
-              f"{'min-step ratio':>14} {'predicted':>9} {'extra s/step':>12} {'exposed stream s':>16}")
+              f"{'min-step ratio':>14} {'predicted':>9} {'pred. serial':>12} {'extra s/step':>12} "
+              f"{'exposed stream s':>16}")
         for i, c in enumerate(curve):
             p = pred["ratio"][i] if "ratio" in pred else float("nan")
             c["predicted_ratio"] = p
+            ps = pred["ratio_copies_serial"][i] if "ratio" in pred else float("nan")
+            c["predicted_ratio_copies_serial"] = ps
             print(f"{c['tokens_per_step']:>11} {c['resident_tokens_per_s']:>14,.0f} "
                   f"{c['streamed_tokens_per_s']:>14,.0f} {c['ratio']:>6.3f} {c['ratio_of_min_steps']:>14.3f} {p:>9.3f} "
+                  f"{ps:>12.3f} "
                   f"{c['streamed_extra_s_per_step']:>12.4f} "
                   f"{c['exposed_stream_s_per_step']:>16.4f}")
         print(f"predicted crossover: {pred.get('crossover_tokens', float('nan')):,.0f} tokens/step")
