@@ -65,6 +65,17 @@ class Batches:
         return xy[:, :-1], xy[:, 1:]  # (B, T) inputs, (B, T) next-token targets
 
 
+def make_adamw(params, *, lr: float) -> torch.optim.AdamW:
+    """AdamW (betas 0.9/0.95, weight decay 0.1, as GPT-3) with the fused kernel: on CUDA and, since
+    torch 2.4, on the CPU, where it is about 5x faster than the foreach one
+    (benchmarks/measure_train_vs_hf.py); foreach where fused is not supported."""
+    params = list(params)
+    try:
+        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
+
+
 def _autocast(device: torch.device, precision: str):
     if precision in ("fp16", "bf16"):
         return torch.autocast(device.type, dtype=dev.dtype_of(precision))
@@ -100,8 +111,7 @@ def train_loop(spec, cfg: dict, device: torch.device, *, ddp: bool) -> dict:
         from torch.nn.parallel import DistributedDataParallel as DDP
         net = DDP(model, device_ids=[device.index] if dev.is_accelerator(device) else None)
     fwd = torch.compile(net) if cfg["compile"] else net
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.95), weight_decay=0.1,
-                            **({"fused": True} if dev.is_accelerator(device) else {"foreach": True}))
+    opt = make_adamw(model.parameters(), lr=cfg["lr"])
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     data = Batches(cfg["data"], spec.vocab_size, B, T, device, seed=cfg["seed"] + _dist_info()[1])
     losses = []
