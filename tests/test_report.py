@@ -56,13 +56,14 @@ def fill_small_db(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def small_report(tmp_path_factory):
-    from llmbench.report.reproduce import report
+    """`llmbench reproduce --no-measure` over a database that already holds a few measurements:
+    the whole path of `make reproduce` but the (minutes-long) measuring."""
+    from llmbench.report.reproduce import reproduce
 
     tmp = tmp_path_factory.mktemp("report")
     db_path = fill_small_db(tmp / "small.db")
     logs = []
-    with ResultsDB(db_path) as db:
-        summary = report(db, tmp / "out", meta={"db": str(db_path)}, log=logs.append)
+    summary = reproduce(quick=True, out_dir=tmp / "out", db_path=db_path, measure=False, log=logs.append)
     return tmp / "out", summary, logs
 
 
@@ -77,6 +78,11 @@ def test_report_writes_every_figure_as_png_and_svg(small_report):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in svg.read_text()[:2000]
     assert summary["rows"]["published"] >= 30 and summary["rows"]["measured"] >= 8
+    assert summary["rows"]["predicted"] >= 700  # every study for the ten catalog accelerators
+    saved = json.loads((out / "reproduce.json").read_text())
+    steps = [t["step"] for t in saved["timings"]]
+    assert steps == ["predict", "predict measured points", "validate", "report"]
+    assert "7 measured points predicted" in saved["timings"][1]["status"]  # 2 block, 3 infer, 2 dp
 
 
 def test_html_is_static_offline_and_cites_sources(small_report):
@@ -92,8 +98,8 @@ def test_html_is_static_offline_and_cites_sources(small_report):
         assert f'class="k-{kind}"' in page and mark in page
     # every figure caption names the command behind its data
     assert "llmbench study run transformer-block --quick" in page
-    assert "llmbench predict train --model gpt2-xl --hardware a100-80gb --batch 16 --seq 1024 --devices 1" in page
-    assert "varying hardware a100-80gb, cs2" in page
+    assert "llmbench predict train --model gpt2-xl --hardware a100-40gb --batch 16 --seq 1024 --devices 1" in page
+    assert "points; varying hardware a100-40gb, a100-80gb, bow-ipu" in page
     # tables cite their sources
     assert page.count("Sources:") >= 7
     assert "arXiv:2310.04607 Table II" in page and "arXiv:2409.00287" in page
@@ -215,6 +221,7 @@ def test_measured_points_are_predicted_for_this_machine(tmp_path):
         assert len(pred) == 1 and pred[0]["hardware"] == "cpu"
         assert pred[0]["status"] == "ok", pred[0]["error"]
         assert pred[0]["metrics"]["tokens_per_s"] > 0
+        assert pred[0]["point"]["mirrors"] == "measured"  # kept apart from the catalog sweep
         assert "resized: n_layers=2" in pred[0]["environment"]["command"]
 
 
@@ -236,6 +243,13 @@ def test_cli_report_errors_and_json(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().startswith("error: no results database at") and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+    ResultsDB(tmp_path / "empty.db").close()
+    out = subprocess.run([sys.executable, "-m", "llmbench", "report", "--db", str(tmp_path / "empty.db"),
+                          "--out", str(tmp_path / "o"), "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)  # tables and progress go to stderr, stdout is only the JSON
+    assert set(summary) == {"report", "rows", "images", "db"}
+    assert Path(summary["report"]).is_file() and len(summary["images"]) >= 12
 
 
 def test_cli_module_imports_nothing_heavy():

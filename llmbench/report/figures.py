@@ -98,7 +98,7 @@ def _measured_panel(ax, data: Data, study: str, x: str, ys: tuple[str, ...], *, 
         name = model_label(grows[0]) if group == "model" else g
         drawn |= _measured(ax, grows, x, *ys, scale=scale,
                            label="measured here" + (f" · {name}" if name is not None else ""))
-    pred_cpu = [r for r in data.get(study, "predicted") if r.get("hardware") == "cpu"]
+    pred_cpu = data.predicted(study, mirrors=True)
     if drawn and pred_cpu:
         _lines(ax, pred_cpu, x, *ys, scale=scale)
     if not drawn:
@@ -195,7 +195,7 @@ def draw_roofline(data: Data):
     fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(13, 3.0 * ((n + cols - 1) // cols)),
                              squeeze=False)
     flat = list(axes.flat)
-    pred = data.get("transformer-block", "predicted") + data.get("gpt2xl-scaling", "predicted", devices=1)
+    pred = data.predicted("transformer-block") + data.predicted("gpt2xl-scaling", devices=1)
     for ax, h in zip(flat, hws):
         hw = cat[h]
         prec = "bf16" if hw.peak("bf16") else "fp16"
@@ -203,7 +203,7 @@ def draw_roofline(data: Data):
         _roof(ax, hw.peak(prec), mem.bandwidth_bytes_per_s, "#555555", f"roof {prec} · {mem.name}")
         mine = [r for r in pred if r.get("hardware") == h and field(r, "precision") == prec]
         _roof_points(ax, mine, colour=style.hw_colour(h), label="predicted · GPT-2 XL training")
-        inf = [r for r in data.get("bert-infer-batch", "predicted") if r.get("hardware") == h]
+        inf = [r for r in data.predicted("bert-infer-batch") if r.get("hardware") == h]
         _roof_points(ax, inf, colour=style.hw_colour(h), label="predicted · BERT-base inference", marker="^")
         ax.set_title(style.hw_label(h), fontsize=9)
     ax = flat[len(hws)]
@@ -241,8 +241,7 @@ def _measured_roofline(ax, data: Data) -> None:
                          label="measured here · block", measured=True)
     drawn |= _roof_points(ax, data.get("bert-infer-batch", "measured"), colour=None,
                           label="measured here · BERT inference", measured=True)
-    drawn |= _roof_points(ax, [r for r in data.get("transformer-block", "predicted")
-                               if r.get("hardware") == "cpu"], colour=style.hw_colour("cpu"),
+    drawn |= _roof_points(ax, data.predicted("transformer-block", mirrors=True), colour=style.hw_colour("cpu"),
                           label="predicted for this CPU")
     if not drawn and not peaks:
         ax.text(0.5, 0.5, "not measured / not available", ha="center", va="center",
@@ -253,8 +252,7 @@ def _measured_roofline(ax, data: Data) -> None:
 
 def draw_block(data: Data):
     plt = _plt()
-    rows = data.get("transformer-block", "predicted")
-    rows = [r for r in rows if r.get("hardware") != "cpu"]
+    rows = data.predicted("transformer-block")
     precs = [p for p in ("fp32", "fp16", "bf16") if any(field(r, "precision") == p for r in rows)]
     fig, axes = plt.subplots(1, len(precs) + 1, figsize=(4.2 * (len(precs) + 1), 3.6), squeeze=False)
     for ax, p in zip(axes[0], precs):
@@ -291,7 +289,7 @@ def draw_bert_throughput(data: Data):
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
     ax = axes[0]
-    pred = data.get("bert-train-batch", "predicted")
+    pred = data.predicted("bert-train-batch")
     drawn = False
     for model, ls in (("bert-base", "-"), ("bert-large", "--")):
         for hw in ("cs2",):
@@ -326,7 +324,7 @@ def draw_bert_throughput(data: Data):
 def draw_bert_latency(data: Data):
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
-    pred = [r for r in data.get("bert-infer-batch", "predicted") if r.get("hardware") != "cpu"]
+    pred = data.predicted("bert-infer-batch")
     ax = axes[0]
     if _lines(ax, pred, "batch", "latency_s", "ttft_s", scale=1e3):
         ax.set_xscale("log", base=2)
@@ -396,7 +394,7 @@ def draw_scaling(data: Data):
 def draw_seq_length(data: Data):
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
-    pred = [r for r in data.get("gpt2-seq-length", "predicted") if r.get("hardware") != "cpu"]
+    pred = data.predicted("gpt2-seq-length")
     ax = axes[0]
     if _lines(ax, pred, "seq", "tokens_per_s"):
         ax.set_xscale("log", base=2)
@@ -427,11 +425,9 @@ def _gas_ratios(rows) -> dict:
 def draw_gas(data: Data):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    ratios = _gas_ratios(data.get("gas", "predicted"))
+    ratios = _gas_ratios(data.predicted("gas"))
     order = {h: i for i, h in enumerate(CATALOG)}
     for (hw, d, micro), v in sorted(ratios.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
-        if hw == "cpu":
-            continue
         ls = "-" if d == 8 else "--"
         ax.plot(list(v), list(v.values()), label=f"predicted · {style.hw_label(hw)} ×{d}, micro-batch {micro}",
                 **style.predicted_kw(hw, linestyle=ls))
@@ -488,7 +484,7 @@ def _params(model: str, resize: dict | None = None) -> float | None:
 def draw_sparsity(data: Data):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    sp = _speedups(data.get("sparsity", "predicted"), 0.9)
+    sp = _speedups(data.predicted("sparsity"), 0.9)
     hws = sorted({h for h, _ in sp}, key=lambda h: CATALOG.index(h) if h in CATALOG else 99)
     for hw in hws:
         pts = sorted((_params(m), v) for (h, m), v in sp.items() if h == hw and _params(m))
@@ -532,7 +528,7 @@ def draw_sparsity(data: Data):
 def draw_genslm(data: Data):
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
-    pred = [r for r in data.get("genslm", "predicted", devices=1) if r.get("hardware") != "cpu"]
+    pred = data.predicted("genslm", devices=1)
     ax = axes[0]
     drawn = False
     for hw in _hw_order(pred):
@@ -598,7 +594,7 @@ def draw_time_to_train(data: Data):
     for ax, (ds, model, pub_metric, unit, div) in zip(axes, (
             ("pile", "gpt3-20b", "epoch_time_h", "hours", 3600.0),
             ("sst2", "bert-large", "epoch_time_s", "seconds", 1.0))):
-        mine = [r for r in rows if field(r, "dataset") == ds and r.get("hardware") != "cpu"]
+        mine = [r for r in rows if field(r, "dataset") == ds]
         hws = _hw_order(mine)
         vals = [metric(next(r for r in mine if r.get("hardware") == h), "epoch_time_s", "time_s") for h in hws]
         pts = [(h, v / div) for h, v in zip(hws, vals) if v]

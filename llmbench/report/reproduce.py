@@ -149,9 +149,13 @@ def _flat_ceilings(data) -> dict:
 
 
 def predict_measured_here(db, *, log=print) -> int:
-    """Predict every measured point for this machine (hardware `cpu`), so the report shows
-    measured and predicted side by side on the same configuration."""
+    """Predict every measured point on the hardware it was measured on (`cpu`, or the accelerator's
+    catalog name), so the report shows measured and predicted side by side, same configuration."""
+    from llmbench.hardware import catalog
+
     from .sweeps import Pred, run_predictions
+
+    known = catalog()
 
     preds = []
     for r in db.query(source="measured", status="ok"):
@@ -165,7 +169,9 @@ def predict_measured_here(db, *, log=print) -> int:
             args = {"batch": pt.get("batch", 1), "prompt_len": pt.get("seq", 128),
                     "gen_len": pt.get("gen_len", 0) or 0, "precision": pt.get("precision", "fp32"),
                     **({"resize": pt["resize"]} if pt.get("resize") else {})}
-        preds.append(Pred(study=study, kind=suite, model=pt["model"], hardware="cpu", args=args))
+        hw = r.get("hardware") if r.get("hardware") in known else "cpu"
+        preds.append(Pred(study=study, kind=suite, model=pt["model"], hardware=hw, args=args,
+                          mirrors_measured=True))
     if preds:
         run_predictions(db, preds, log=lambda m: log("  this machine: " + m))
     return len(preds)
@@ -200,7 +206,7 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
                 res.pop("stdout", None)
                 timings.append(res)
         if predict:
-            timings += _predict_all(db, measure=measure, log=log)
+            timings += _predict_all(db, log=log)
         t0 = time.monotonic()
         summary = report(db, out, meta={"timings": timings, "db": str(db_path),
                                         "command": "llmbench reproduce " + ("--quick" if quick else "--full")},
@@ -212,7 +218,7 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
     return summary
 
 
-def _predict_all(db, *, measure: bool, log=print) -> list[dict]:
+def _predict_all(db, *, log=print) -> list[dict]:
     from .sweeps import plan, run_predictions
     from .validation import record_validation
 
@@ -222,11 +228,10 @@ def _predict_all(db, *, measure: bool, log=print) -> list[dict]:
     res = run_predictions(db, plan(), log=lambda m: log("  " + m))
     timings.append({"step": "predict", "seconds": time.monotonic() - t0,
                     "status": "ok" if not res["errors"] else f"errors: {res['errors']}"})
-    if measure:
-        t0 = time.monotonic()
-        n = predict_measured_here(db, log=log)
-        timings.append({"step": "predict this machine", "seconds": time.monotonic() - t0,
-                        "status": f"{n} measured points predicted"})
+    t0 = time.monotonic()  # also with --no-measure: the database may hold earlier measurements
+    n = predict_measured_here(db, log=log)
+    timings.append({"step": "predict measured points", "seconds": time.monotonic() - t0,
+                    "status": f"{n} measured points predicted"})
     t0 = time.monotonic()
     status = record_validation(db, log=lambda m: log("  " + m))
     timings.append({"step": "validate", "seconds": time.monotonic() - t0, "status": status})

@@ -80,6 +80,11 @@ def xy(rows: list[dict], x: str, *ys: str) -> tuple[list, list]:
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def is_mirror(row: dict) -> bool:
+    """A prediction of a measured point (drawn next to the measurement, not with the catalog)."""
+    return (row.get("point") or {}).get("mirrors") == "measured"
+
+
 def command_of(row: dict) -> str | None:
     env = row.get("environment") or {}
     return env.get("command") or env.get("argv") or env.get("command_line")
@@ -123,6 +128,11 @@ class Data:
         if status is not None:
             rows = [r for r in rows if r.get("status", "ok") == status]
         return select(rows, **want) if want else rows
+
+    def predicted(self, study: str, *, mirrors: bool = False, **want) -> list[dict]:
+        """Predicted rows of a study: the catalog sweep, or (mirrors=True) the predictions of the
+        measured points."""
+        return [r for r in self.get(study, "predicted", **want) if is_mirror(r) == mirrors]
 
     def published(self, **want) -> list[dict]:
         return self.get(None, "published", **want)

@@ -35,12 +35,15 @@ class Pred:
     hardware: str
     args: dict = field(default_factory=dict)
     """keyword arguments of predict_train / predict_infer (batch is global)"""
+    mirrors_measured: bool = False
+    """the prediction of a measured point, on the hardware it was measured on"""
 
     def point(self) -> dict:
         a = dict(self.args)
         if "seq" not in a and "prompt_len" in a:
             a["seq"] = a["prompt_len"]
-        return {"suite": self.kind, "model": self.model, "hardware": self.hardware, **a}
+        extra = {"mirrors": "measured"} if self.mirrors_measured else {}
+        return {"suite": self.kind, "model": self.model, "hardware": self.hardware, **a, **extra}
 
     def command(self) -> str:
         opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.args.items()

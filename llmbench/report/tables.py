@@ -182,7 +182,7 @@ def genslm_table(data: Data) -> Table:
     t = Table("genslm", "GenSLM 13B comparisons (arXiv:2310.04607 Table IV)",
               ["comparison", "published", "predicted", "how predicted", "source"],
               kinds=["", "published", "predicted", "", ""])
-    pred = data.get("genslm", "predicted", model="genslm-13b")
+    pred = data.predicted("genslm", model="genslm-13b")
 
     def tps(hw, n):
         r = next((r for r in pred if r.get("hardware") == hw and field(r, "devices") == n), None)
@@ -208,7 +208,7 @@ def sparsity_table(data: Data) -> Table:
 
     t = Table("sparsity", "Speed-up of 90% weight sparsity on CS-2", ["model", "published", "predicted CS-2",
               "predicted A100 80GB", "source"], kinds=["", "published", "predicted", "predicted", ""])
-    sp = _speedups(data.get("sparsity", "predicted"), 0.9)
+    sp = _speedups(data.predicted("sparsity"), 0.9)
     for r in data.published():
         v = (r.get("metrics") or {}).get("s0.9_over_dense")
         if v is not None:
