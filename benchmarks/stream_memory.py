@@ -60,6 +60,10 @@ def main() -> None:
                               "streamed_bytes_per_step": r["streamed_bytes_per_step"], "of_dense": frac})
         print(f"{s:>8.2f} {r['weight_bytes_in_per_step']:>12,.0f} {r['grad_bytes_out_per_step']:>11,.0f} "
               f"{r['streamed_bytes_per_step']:>10,.0f} {frac:>8.3f}")
+    from llmbench.measure import device as dev
+
+    out["command"] = "benchmarks/stream_memory.py --out " + a.out
+    out["environment"] = dev.collect_environment(dev.resolve("cpu"))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=2))
     print(f"\nwrote {a.out}")
