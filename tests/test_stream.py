@@ -200,12 +200,16 @@ def test_model_overrides():
         resolve_spec(StreamConfig(model="bert-base"))
 
 
-def test_cli_json_keys(capsys):
+def test_cli_json_keys(capsys, tmp_path):
     from llmbench.cli import main
+    from llmbench.results.store import ResultsDB
 
     main(["stream", "train", "--model", "tiny", "--layers", "2", "--batch", "2", "--seq", "16",
-          "--steps", "2", "--json"])
+          "--steps", "2", "--json", "--db", str(tmp_path / "r.db")])
     out = json.loads(capsys.readouterr().out)
+    with ResultsDB(tmp_path / "r.db") as db:
+        row = db.get(out["result_key"])
+    assert row["metrics"]["tokens_per_s"] == out["tokens_per_s"] and row["metrics"]["loss"] == out["loss"]
     for key in ("tokens_per_s", "loss", "streamed_bytes_per_step", "exposed_stream_s_per_step",
                 "device_weight_bytes_peak", "store_bytes"):
         assert key in out

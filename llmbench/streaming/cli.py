@@ -40,6 +40,7 @@ _lr = typer.Option(D["lr"], "--lr", help="AdamW learning rate")
 _seed = typer.Option(D["seed"], "--seed", help="init and data seed")
 _warm = typer.Option(D["warmup_steps"], "--warmup-steps", help="steps left out of tokens_per_s")
 _json = typer.Option(False, "--json", help="JSON output")
+_db = typer.Option(None, "--db", help="also record the result in this results database (SQLite)")
 _recompute = typer.Option(False, "--recompute", help="keep only block inputs on the device; "
                           "recompute each block's forward in the backward")
 
@@ -57,7 +58,7 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
           check_ranks: bool = typer.Option(False, "--check-ranks", help="data parallel: hash each "
                                            "rank's weights every step"),
           recompute: bool = _recompute, lr: float = _lr, seed: int = _seed,
-          warmup_steps: int = _warm, json_out: bool = _json) -> None:
+          warmup_steps: int = _warm, db: str = _db, json_out: bool = _json) -> None:
     """Train with weights and Adam state in a ParameterStore, streamed layer by layer."""
     cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
                   seq=seq, steps=steps, store=store, device=device, prefetch=prefetch,
@@ -69,6 +70,9 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
     out = run_train(cfg)
     if out["rank"] != 0:
         return
+    if db:
+        from llmbench.streaming.run import record
+        out["result_key"] = record(db, "stream_train", cfg, out)
     if json_out:
         from llmbench.cli import emit_json
         return emit_json(out)
@@ -84,7 +88,7 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
 def compare(model: str = _model, layers: int = _layers, width: int = _width, heads: int = _heads,
             vocab: int = _vocab, batch: int = _batch, seq: int = _seq, steps: int = _steps,
             device: str = _device, prefetch: int = _prefetch, recompute: bool = _recompute,
-            lr: float = _lr, seed: int = _seed, warmup_steps: int = _warm,
+            lr: float = _lr, seed: int = _seed, warmup_steps: int = _warm, db: str = _db,
             json_out: bool = _json) -> None:
     """Train the same model resident and streamed (same seed and data, steps alternating)."""
     cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
@@ -93,6 +97,9 @@ def compare(model: str = _model, layers: int = _layers, width: int = _width, hea
     from llmbench.streaming.run import run_compare
 
     out = run_compare(cfg)
+    if db:
+        from llmbench.streaming.run import record
+        out["result_key"] = record(db, "stream_compare", cfg, out)
     if json_out:
         from llmbench.cli import emit_json
         return emit_json(out)

@@ -390,3 +390,21 @@ def run_compare(cfg: StreamConfig) -> dict:
         "exposed_stream_s_per_step": st.ex.stats["stream_wait_s"] / cfg.steps,
         "exposed_optimizer_s_per_step": st.ex.stats["optimizer_wait_s"] / cfg.steps,
     }
+
+
+def record(db_path: str, suite: str, cfg: StreamConfig, out: dict) -> str:
+    """Store a stream result as a `measured` point in the results database (llmbench.results)."""
+    from llmbench.measure import device as dev
+    from llmbench.results.store import ResultsDB
+
+    device = dev.resolve(out["device"])
+    point = {"suite": suite, "model": out["model"], "hardware": dev.profile_name(device),
+             "n_layers": out["n_layers"], "d_model": out["d_model"], "batch": cfg.batch,
+             "seq": cfg.seq, "precision": "fp32", "mode": "weight_streaming",
+             "prefetch": cfg.prefetch, "recompute": cfg.recompute, "sparsity": cfg.sparsity,
+             "store": cfg.store.split(":")[0], "world_size": out.get("world_size", 1)}
+    metrics = {k: v for k, v in out.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in point}
+    metrics["loss"] = out.get("loss") or out.get("streamed_loss")
+    with ResultsDB(db_path) as db:
+        return db.record(point, metrics=metrics, environment=dev.collect_environment(device))
