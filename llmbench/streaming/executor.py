@@ -252,8 +252,9 @@ class StreamingExecutor:
             payload = self.comm.reduce_mean(payload)
         event = None
         if self._accel and self.owner:
+            compute = self._mod.current_stream(self.device)
             with self._mod.stream(self._grad_stream):
-                self._grad_stream.wait_stream(self._mod.current_stream(self.device))
+                self._grad_stream.wait_stream(compute)  # the gradient is complete
                 payload.record_stream(self._grad_stream)
                 payload = payload.to("cpu", non_blocking=True)
                 event = self._grad_stream.record_event()
