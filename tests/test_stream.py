@@ -220,3 +220,53 @@ def test_cli_json_keys(capsys, tmp_path):
     for key in ("resident_tokens_per_s", "streamed_tokens_per_s", "ratio", "max_rel_loss_diff",
                 "device_weight_bytes_peak", "layer_weight_bytes"):
         assert key in out
+
+
+def test_accelerator_code_path_runs_with_stub_streams(monkeypatch):
+    """No GPU in CI: drive the side-stream / pinned-memory / event branch of the executor with
+    stub streams on CPU, so a Python error there cannot hide until someone has a GPU. The losses
+    must still equal resident training's."""
+    import contextlib
+
+    from llmbench.measure.modeling import build_model
+    from llmbench.streaming import executor as exm
+    from llmbench.streaming.run import ResidentTrainer, initial_state, make_batch
+
+    class Stub:
+        def record_event(self):
+            return self
+
+        def synchronize(self):
+            pass
+
+        def wait_event(self, event):
+            pass
+
+        def wait_stream(self, stream):
+            pass
+
+    class StubModule:
+        Stream = staticmethod(lambda device=None: Stub())
+        stream = staticmethod(lambda s: contextlib.nullcontext())
+        current_stream = staticmethod(lambda device=None: Stub())
+        set_device = staticmethod(lambda index: None)
+
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, s: None)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self.clone())
+    monkeypatch.setattr(torch, "get_device_module", lambda device=None: StubModule)
+    cfg = StreamConfig(model="tiny", layers=3, batch=2, seq=16)
+    spec = resolve_spec(cfg)
+    init = initial_state(spec, 0)
+    skel = build_model(spec, meta=True)
+    store = ParameterStore.create("ram", {g: {n: init[n] for n in ps}
+                                          for g, ps in exm.group_params(skel).items()}, adam=AdamConfig())
+    ex = exm.StreamingExecutor(skel, store, device=torch.device("cpu"))
+    monkeypatch.setattr(ex, "_accel", True)
+    ex._mod, ex._side, ex._grad_stream = StubModule, Stub(), Stub()
+    res = ResidentTrainer(spec, cfg, torch.device("cpu"), init)
+    try:
+        for step in range(3):
+            idx, tgt = make_batch(spec, 2, 16, 0, step)
+            assert ex.train_step(idx, tgt) == pytest.approx(res.step(idx, tgt), rel=1e-6)
+    finally:
+        ex.close()
