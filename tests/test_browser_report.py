@@ -28,7 +28,10 @@ PROBE_HEAD = """<script>
 window.__errors = [];
 (function () {
   var orig = console.error;
-  console.error = function () { window.__errors.push('console.error: ' + Array.prototype.join.call(arguments, ' ')); orig.apply(console, arguments); };
+  console.error = function () {
+    window.__errors.push('console.error: ' + Array.prototype.join.call(arguments, ' '));
+    orig.apply(console, arguments);
+  };
   window.addEventListener('error', function (e) {
     var t = e.target || {};
     window.__errors.push(t.src || t.href ? 'failed to load ' + (t.src || t.href) : 'uncaught: ' + e.message);
@@ -66,7 +69,8 @@ def render(page: Path, tmp: Path) -> tuple[dict, list[str]]:
     """Load `page` with the probe; returns (verdict, console lines Chromium logged)."""
     html = page.read_text()
     probe = page.with_name(f"probe-{page.name}")
-    probe.write_text(html.replace("<head>", "<head>" + PROBE_HEAD, 1).replace("</body>", PROBE_TAIL + "</body>"))
+    probed = html.replace("<head>", "<head>" + PROBE_HEAD, 1).replace("</body>", PROBE_TAIL + "</body>")
+    probe.write_text(probed)
     out = chromium(["--dump-dom", probe.as_uri()], tmp / "profile")
     m = re.search(r'<pre id="llmbench-verdict">(.*?)</pre>', out.stdout, re.S)
     assert m, f"no verdict in the DOM (rc {out.returncode}): {out.stderr[-2000:]}"

@@ -98,7 +98,8 @@ def test_html_is_static_offline_and_cites_sources(small_report):
         assert f'class="k-{kind}"' in page and mark in page
     # every figure caption names the command behind its data
     assert "llmbench study run transformer-block --quick" in page
-    assert "llmbench predict train --model gpt2-xl --hardware a100-40gb --batch 16 --seq 1024 --devices 1" in page
+    assert "llmbench predict train --model gpt2-xl --hardware a100-40gb --batch 16 --seq 1024 --devices 1" \
+        in page
     assert "points; varying hardware a100-40gb, a100-80gb, bow-ipu" in page
     # tables cite their sources
     assert page.count("Sources:") >= 7
@@ -181,9 +182,9 @@ def test_quick_plan_fits_the_ten_minute_budget():
 
 
 def test_ceilings_json_is_flattened_with_units():
-    from llmbench.report.reproduce import _flat_ceilings
+    from llmbench.report.reproduce import flat_ceilings
 
-    m = _flat_ceilings({"profile": "cpu", "gemm": {"fp32": {"min": 0.1, "median": 0.2, "max": 0.25},
+    m = flat_ceilings({"profile": "cpu", "gemm": {"fp32": {"min": 0.1, "median": 0.2, "max": 0.25},
                                                    "bf16": {"skipped": "slow"}},
                         "copy": {"min": 5.0, "median": 8.0, "max": 10.0, "bytes": 1}})
     assert m == {"gemm_fp32_flops_per_s": 0.25e12, "gemm_fp32_flops_per_s_median": 0.2e12,
@@ -191,7 +192,7 @@ def test_ceilings_json_is_flattened_with_units():
 
 
 def test_validation_rows_normalised():
-    from llmbench.report.validation import _rows, normalise
+    from llmbench.report.validation import normalise, rows_of
 
     # llmbench validate --json gives published values as text, ranges included
     payload = {"rows": [{"id": "x", "system": "cs2", "model": "bert-base", "metric": "samples_per_s",
@@ -199,7 +200,7 @@ def test_validation_rows_normalised():
                         {"id": "trend", "metric": "trend", "published": "compute-bound", "pass": True},
                         {"id": "r", "system": "cs2", "model": "gpt2-xl", "metric": "s0.9_over_dense",
                          "published": "1.8-2.0", "predicted": 1.75, "error": -0.0275}]}
-    rows = [normalise(r) for r in _rows(payload)]
+    rows = [normalise(r) for r in rows_of(payload)]
     assert rows[1] is None
     assert rows[0]["metrics"]["rel_error"] == pytest.approx(-0.2)
     assert rows[2]["metrics"]["published"] == pytest.approx(1.9)
@@ -245,7 +246,8 @@ def test_cli_report_errors_and_json(tmp_path):
     assert len(out.stderr.strip().splitlines()) == 1
     ResultsDB(tmp_path / "empty.db").close()
     out = subprocess.run([sys.executable, "-m", "llmbench", "report", "--db", str(tmp_path / "empty.db"),
-                          "--out", str(tmp_path / "o"), "--json"], capture_output=True, text=True, timeout=120)
+                          "--out", str(tmp_path / "o"), "--json"],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)  # tables and progress go to stderr, stdout is only the JSON
     assert set(summary) == {"report", "rows", "images", "db"}
@@ -269,7 +271,8 @@ def test_stream_compare_json_is_recorded_and_drawn(tmp_path):
            "device": "cpu", "resident_tokens_per_s": 1000.0, "streamed_tokens_per_s": 950.0, "ratio": 0.95,
            "resident_loss": [7.0, 6.9, 6.8], "streamed_loss": [7.0, 6.9, 6.8], "max_rel_loss_diff": 0.0}
     with ResultsDB(tmp_path / "s.db") as db:
-        record_streaming(db, {"status": "ok", "stdout": json.dumps(out), "command": "llmbench stream compare"})
+        ok = {"status": "ok", "stdout": json.dumps(out), "command": "llmbench stream compare"}
+        record_streaming(db, ok)
         record_streaming(db, {"status": "exit 2: bad", "stdout": "", "command": "x"})  # ignored
         data = Data.from_db(db, ("streaming",))
     assert len(data.get("streaming", "measured")) == 1

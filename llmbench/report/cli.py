@@ -11,6 +11,8 @@ from pathlib import Path
 
 import typer
 
+DB_HELP = "results database (default $LLMBENCH_DB or ./llmbench-results.db)"
+
 
 def register(app: typer.Typer) -> None:
     app.command("reproduce")(reproduce_cmd)
@@ -19,9 +21,10 @@ def register(app: typer.Typer) -> None:
 
 def reproduce_cmd(
     quick: bool = typer.Option(True, "--quick/--full",
-                               help="--quick (default): shrunk studies under time budgets, < 10 min on 2 CPU cores"),
+                               help="--quick (default): shrunk studies under time budgets, "
+                                    "< 10 min on 2 CPU cores"),
     out: Path = typer.Option(Path("out"), "--out", help="output directory for report.html and img/"),
-    db: Path = typer.Option(None, "--db", help="results database (default $LLMBENCH_DB or ./llmbench-results.db)"),
+    db: Path = typer.Option(None, "--db", help=DB_HELP),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="run the measured studies here"),
     json_out: bool = typer.Option(False, "--json", help="JSON summary (timings, counts, report path)"),
 ) -> None:
@@ -37,7 +40,7 @@ def reproduce_cmd(
 
 
 def report_cmd(
-    db: Path = typer.Option(None, "--db", help="results database (default $LLMBENCH_DB or ./llmbench-results.db)"),
+    db: Path = typer.Option(None, "--db", help=DB_HELP),
     out: Path = typer.Option(Path("out"), "--out", help="output directory for report.html and img/"),
     json_out: bool = typer.Option(False, "--json", help="JSON summary (report path, row counts, images)"),
 ) -> None:

@@ -125,7 +125,8 @@ def _table_html(t: Table) -> str:
     src = "".join(f"<li>{_e(s)}</li>" for s in t.sources)
     note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
     return (f'<section id="t-{t.id}"><h2>{_e(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>'
-            + "".join(body) + f'</tbody></table>{note}<div class="src">Sources:<ul>{src}</ul></div></section>')
+            + "".join(body)
+            + f'</tbody></table>{note}<div class="src">Sources:<ul>{src}</ul></div></section>')
 
 
 def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, log=print) -> Path:
@@ -163,8 +164,9 @@ def _page(fig_sections: list[str], table_sections: list[str], meta: dict, data: 
     if timings:
         rows = "".join(f"<tr><td>{_e(t['step'])}</td><td>{t['seconds']:.1f}</td><td>{_e(t.get('status', ''))}"
                        f"</td></tr>" for t in timings)
-        timing_html = (f'<section id="run"><h2>This run</h2><p class="note"><code>{_e(meta.get("command", ""))}'
-                       f"</code></p><table><thead><tr><th>step</th><th>seconds</th><th>status</th></tr></thead>"
+        cmd = _e(meta.get("command", ""))
+        timing_html = (f'<section id="run"><h2>This run</h2><p class="note"><code>{cmd}</code></p>'
+                       "<table><thead><tr><th>step</th><th>seconds</th><th>status</th></tr></thead>"
                        f"<tbody>{rows}</tbody></table></section>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

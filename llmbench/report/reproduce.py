@@ -48,8 +48,8 @@ def measure_plan(quick: bool = True) -> list[Step]:
     return steps
 
 
-STREAM_ARGV = ("stream", "compare", "--model", "gpt2-small", "--layers", "4", "--width", "256", "--heads", "4",
-               "--vocab", "1024", "--batch", "8", "--seq", "128", "--steps", "6", "--json")
+STREAM_ARGV = ("stream", "compare", "--model", "gpt2-small", "--layers", "4", "--width", "256",
+               "--heads", "4", "--vocab", "1024", "--batch", "8", "--seq", "128", "--steps", "6", "--json")
 STREAM_ARGV_FULL = ("stream", "compare", "--model", "gpt2-small", "--batch", "8", "--seq", "512",
                     "--steps", "20", "--json")
 
@@ -125,14 +125,14 @@ def record_ceilings(db, result: dict) -> None:
         data = json.loads(result["stdout"])
     except json.JSONDecodeError:
         return
-    metrics = _flat_ceilings(data)
+    metrics = flat_ceilings(data)
     if metrics:
         point = {"suite": "ceilings", "hardware": data.get("profile", "cpu"), "device": data.get("device")}
         db.record(point, source="measured", metrics=metrics, study="ceilings",
                   environment={"command": result["command"]})
 
 
-def _flat_ceilings(data) -> dict:
+def flat_ceilings(data) -> dict:
     """gemm_<dtype>_flops_per_s and copy_bandwidth_bytes_per_s (best of the repeats, as the saved
     hardware profile uses) from `llmbench measure ceilings --json` (TFLOP/s and GB/s there)."""
     out = {}
@@ -196,7 +196,8 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
             log("measuring on this machine (each piece under its time budget):")
             for step in measure_plan(quick):
                 if quick and time.monotonic() > deadline - 5:
-                    timings.append({"step": step.name, "seconds": 0.0, "status": "skipped: time budget spent"})
+                    timings.append({"step": step.name, "seconds": 0.0,
+                                    "status": "skipped: time budget spent"})
                     continue
                 res = run_step(step, db_path, quick=quick, deadline=deadline, log=log)
                 if step.name == "ceilings":
@@ -208,9 +209,8 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
         if predict:
             timings += _predict_all(db, log=log)
         t0 = time.monotonic()
-        summary = report(db, out, meta={"timings": timings, "db": str(db_path),
-                                        "command": "llmbench reproduce " + ("--quick" if quick else "--full")},
-                         log=log)
+        command = "llmbench reproduce " + ("--quick" if quick else "--full")
+        summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command}, log=log)
         timings.append({"step": "report", "seconds": time.monotonic() - t0, "status": "ok"})
     summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path))
     (out / "reproduce.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -248,6 +248,7 @@ def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, cons
     tables = all_tables(data)
     print_tables(tables, console)
     path = build_report(data, out_dir, meta=meta, log=log)
-    counts = {s: sum(1 for r in data.all if r.get("source") == s) for s in ("measured", "predicted", "published")}
+    counts = {s: sum(1 for r in data.all if r.get("source") == s)
+              for s in ("measured", "predicted", "published")}
     return {"report": str(path), "rows": counts,
             "images": sorted(p.name for p in (Path(out_dir) / "img").glob("*.png"))}

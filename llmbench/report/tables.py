@@ -77,9 +77,9 @@ def _headline(study: str, rows: list[dict]) -> str:
     if not rows:
         return "-"
     if study == "ceilings":
-        from .reproduce import _flat_ceilings
+        from .reproduce import flat_ceilings
 
-        m = {**(rows[-1].get("metrics") or {}), **_flat_ceilings(rows[-1].get("metrics") or {})}
+        m = {**(rows[-1].get("metrics") or {}), **flat_ceilings(rows[-1].get("metrics") or {})}
         parts = [f"GEMM {k[5:-12]} {v / 1e12:.3g} TFLOP/s" for k, v in m.items()
                  if k.startswith("gemm_") and k.endswith("_flops_per_s")]
         if m.get("copy_bandwidth_bytes_per_s"):
@@ -87,8 +87,8 @@ def _headline(study: str, rows: list[dict]) -> str:
         return ", ".join(parts) or "-"
     if study == "streaming":
         m = rows[-1].get("metrics") or {}
-        return (f"resident {fmt(m.get('resident_tokens_per_s'))}, streamed {fmt(m.get('streamed_tokens_per_s'))} "
-                f"tokens/s (ratio {fmt(m.get('ratio'))})")
+        return (f"resident {fmt(m.get('resident_tokens_per_s'))}, "
+                f"streamed {fmt(m.get('streamed_tokens_per_s'))} tokens/s (ratio {fmt(m.get('ratio'))})")
     for name, unit, scale in (("fwd_bwd_tflops", "TFLOP/s", 1), ("scaling_efficiency", "efficiency", 1),
                               ("latency_s_p50", "ms p50", 1e3), ("tokens_per_s", "tokens/s", 1),
                               ("samples_per_s", "samples/s", 1), ("achieved_tflops", "TFLOP/s", 1)):
@@ -108,7 +108,8 @@ def validation_table(data: Data) -> Table:
         m = r.get("metrics") or {}
         t.rows.append([field(r, "published_id") or "-", r.get("hardware") or "-", r.get("model") or "-",
                        m.get("metric", "-"), m.get("published_text") or fmt(metric(r, "published")),
-                       fmt(metric(r, "predicted")) if r.get("status", "ok") == "ok" else (r.get("error") or NA)[:60],
+                       fmt(metric(r, "predicted")) if r.get("status", "ok") == "ok"
+                       else (r.get("error") or NA)[:60],
                        pct(metric(r, "rel_error")), m.get("assumption") or "-",
                        m.get("reference") or reference_of(r) or "published.csv"])
     errs = [abs(metric(r, "rel_error")) for r in rows if metric(r, "rel_error") is not None]
@@ -128,7 +129,8 @@ def trends_table(data: Data) -> Table:
         m = r.get("metrics") or {}
         t.rows.append([field(r, "published_id"), m.get("claim", "-"), "pass" if m.get("passed") else "FAIL",
                        m.get("detail", "-"), m.get("reference") or "published.csv"])
-    t.sources = ["published: llmbench/reference/published.csv (trend rows)", "predicted: llmbench validate --json"]
+    t.sources = ["published: llmbench/reference/published.csv (trend rows)",
+                 "predicted: llmbench validate --json"]
     return t
 
 
@@ -204,18 +206,19 @@ def genslm_table(data: Data) -> Table:
 
 
 def sparsity_table(data: Data) -> Table:
-    from .figures import _speedups
+    from .plotkit import speedups
 
     t = Table("sparsity", "Speed-up of 90% weight sparsity on CS-2", ["model", "published", "predicted CS-2",
               "predicted A100 80GB", "source"], kinds=["", "published", "predicted", "predicted", ""])
-    sp = _speedups(data.predicted("sparsity"), 0.9)
+    sp = speedups(data.predicted("sparsity"), 0.9)
     for r in data.published():
         v = (r.get("metrics") or {}).get("s0.9_over_dense")
         if v is not None:
             m = r.get("model")
             t.rows.append([m, fmt(v), fmt(sp.get(("cs2", m))), fmt(sp.get(("a100-80gb", m))),
                            reference_of(r)])
-    t.sources = ["predicted: llmbench predict train --model M --hardware H --batch 112 --sparsity 0|0.9 (batch 112 as llmbench validate assumes)"]
+    t.sources = ["predicted: llmbench predict train --model M --hardware H --batch 112 --sparsity 0|0.9 "
+                 "(batch 112 as llmbench validate assumes)"]
     return t
 
 

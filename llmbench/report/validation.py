@@ -38,7 +38,7 @@ def _references() -> dict[str, str]:
         return {}
 
 
-def _rows(payload) -> list[dict]:
+def rows_of(payload) -> list[dict]:
     """The per-row list, whatever the top-level shape ({rows: [...]} or [...])."""
     if isinstance(payload, list):
         return [r for r in payload if isinstance(r, dict)]
@@ -80,7 +80,7 @@ def record_validation(db, *, log=print) -> str:
         return f"not available: {msg}"
     try:
         payload = json.loads(proc.stdout)
-        rows = _rows(payload)
+        rows = rows_of(payload)
     except json.JSONDecodeError:
         return "not available: validate printed no JSON"
     n = 0
@@ -94,14 +94,14 @@ def record_validation(db, *, log=print) -> str:
         status = "ok" if norm["metrics"]["predicted"] is not None else "error"
         db.record(norm["point"], source="predicted", status=status, metrics=norm["metrics"],
                   environment=env, study="validation",
-                  error=None if status == "ok" else str(row.get("error_message", row.get("note", "no prediction"))))
+                  error=None if status == "ok" else str(row.get("problem") or "no prediction"))
         n += 1
     trends = payload.get("trends", []) if isinstance(payload, dict) else []
     for t in trends:
         if isinstance(t, dict) and t.get("id"):
             db.record({"suite": "validation", "published_id": t["id"], "trend": True}, source="predicted",
-                      metrics={"claim": t.get("claim"), "passed": bool(t.get("passed")), "detail": t.get("detail"),
-                               "reference": refs.get(t["id"], "")},
+                      metrics={"claim": t.get("claim"), "passed": bool(t.get("passed")),
+                               "detail": t.get("detail"), "reference": refs.get(t["id"], "")},
                       environment=env, study="validation-trends")
     log(f"validated {n} published rows and {len(trends)} trends")
     return f"{n} published rows and {len(trends)} trends compared"
