@@ -150,6 +150,20 @@ def test_a_failing_figure_does_not_lose_the_report(tmp_path, monkeypatch):
     assert any("broken plot" in m for m in logs)
 
 
+def test_a_failing_table_does_not_lose_the_others(monkeypatch):
+    from llmbench.report import tables
+    from llmbench.report.rows import Data
+
+    def boom(data):
+        raise KeyError("no such column")
+
+    monkeypatch.setattr(tables, "sparsity_table", boom)
+    out = tables.all_tables(Data.from_rows([]))
+    assert len(out) == len(tables.TABLES)
+    broken = [t for t in out if t.id == "sparsity_table"]
+    assert broken and "not available (KeyError" in broken[0].note
+
+
 def test_run_step_stops_a_piece_at_its_budget(tmp_path):
     from llmbench.report.reproduce import Step, run_step
 

@@ -239,10 +239,20 @@ def inference_table(data: Data) -> Table:
     return t
 
 
+TABLES = ("measured_summary", "validation_table", "trends_table", "scaling_table", "sparsity_table",
+          "genslm_table", "time_to_train_table", "inference_table")
+
+
 def all_tables(data: Data) -> list[Table]:
-    return [measured_summary(data), validation_table(data), trends_table(data), scaling_table(data),
-            sparsity_table(data),
-            genslm_table(data), time_to_train_table(data), inference_table(data)]
+    """Every table; one that fails is shown as not available instead of losing the report."""
+    out = []
+    for name in TABLES:
+        try:
+            out.append(globals()[name](data))
+        except Exception as e:  # noqa: BLE001
+            out.append(Table(name, name.replace("_", " "), ["status"],
+                             note=f"not available ({type(e).__name__}: {e})"[:200]))
+    return out
 
 
 def print_tables(tables: list[Table], console=None) -> None:
