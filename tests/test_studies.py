@@ -213,6 +213,13 @@ def test_run_records_every_point_oom_and_errors_go_on(fake, tmp_path, monkeypatc
     with ResultsDB(db) as store:
         assert store.count() == 12 and len(store.query(study="transformer-block")) == 12
 
+    # --redo: every point is measured again (the oom one too), still one row per point
+    monkeypatch.delenv("FAKE_OOM_BATCH")
+    s_redo = run_study("transformer-block", quick=True, device="cpu", db=str(db), redo=True,
+                       suite_module="fake_suite_mod", progress=False)
+    assert s_redo["ran"] == 4 and s_redo["counts"] == {"ok": 4, "oom": 0, "error": 0, "skipped": 8}
+    assert len(_calls(tmp_path)) == 9
+
     # --force: previously skipped bf16/fp16 points are planned again and run
     s3 = run_study("transformer-block", quick=True, device="cpu", db=str(db), force=True,
                    suite_module="fake_suite_mod", progress=False)
@@ -376,6 +383,22 @@ def test_cli_modules_and_cpu_planning_import_no_torch():
             "assert loc.hardware == 'cpu' and loc.memory_bytes > 0 and loc.count >= 1\n"
             "[s.points(quick=True) for s in studies().values()]\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+
+
+def test_auto_device_without_torch_is_the_cpu():
+    code = ("import sys\n"
+            "sys.modules['torch'] = None  # as if torch were not installed\n"
+            "from llmbench.studies.feasibility import local_device\n"
+            "assert local_device('auto').hardware == 'cpu'\n"
+            "try:\n"
+            "    local_device('cuda')\n"
+            "except ValueError as e:\n"
+            "    assert 'needs torch' in str(e)\n"
+            "else:\n"
+            "    raise AssertionError('cuda without torch accepted')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr

@@ -2,7 +2,7 @@
 
     llmbench study list [--json]
     llmbench study show NAME [--quick] [--device D] [--db PATH] [--json]
-    llmbench study run NAME [--quick] [--device D] [--db PATH] [--force] [--json]
+    llmbench study run NAME [--quick] [--device D] [--db PATH] [--force] [--redo] [--json]
     llmbench study predict NAME [--hardware a100-40gb,cs2] [--db PATH] [--json]
 
 No torch at import time (the suites import it when a point runs).
@@ -146,6 +146,7 @@ def register(app: typer.Typer) -> None:
         db: str = typer.Option(None, "--db", help=DB_HELP),
         force: bool = typer.Option(False, "--force",
                                    help="run bf16/fp16 on a CPU anyway; retry points recorded as skipped"),
+        redo: bool = typer.Option(False, "--redo", help="measure every point again, recorded or not"),
         json_out: bool = typer.Option(False, "--json", help="JSON output (the recorded results)"),
         suite_module: str = typer.Option(None, "--suite-module", hidden=True,
                                          help="module with run_suite(suite, config) (tests only)"),
@@ -155,7 +156,7 @@ def register(app: typer.Typer) -> None:
         from llmbench.studies.runner import run_study
 
         try:
-            summary = run_study(name, quick=quick, device=device, db=db, force=force,
+            summary = run_study(name, quick=quick, device=device, db=db, force=force, redo=redo,
                                 suite_module=suite_module, progress=not no_progress)
         except KeyboardInterrupt:
             typer.echo("interrupted: every finished point is recorded; rerun the same command to "

@@ -54,7 +54,12 @@ def local_device(device: str | None = None) -> LocalDevice:
 
         return LocalDevice(device="cpu", type="cpu", hardware="cpu", name=cpu_model(),
                            memory_bytes=_meminfo_available(), count=os.cpu_count() or 1)
-    from llmbench.measure import device as dev  # torch
+    try:
+        from llmbench.measure import device as dev  # torch
+    except ImportError as e:
+        if device in (None, "auto"):
+            return local_device("cpu")
+        raise ValueError(f"device {device!r} needs torch ({e})") from None
 
     d = dev.resolve(device or "auto")
     if d.type == "cpu":

@@ -61,14 +61,16 @@ def load_run_suite(module: str | None = None):
 
 
 def plan_study(spec: StudySpec, db: ResultsDB, *, quick: bool = False, device: str | None = None,
-               force: bool = False, local: LocalDevice | None = None) -> StudyPlan:
-    """What a run would do with each point: run it, skip it (and why), or nothing (recorded)."""
+               force: bool = False, redo: bool = False, local: LocalDevice | None = None) -> StudyPlan:
+    """What a run would do with each point: run it, skip it (and why), or nothing (recorded).
+    `redo` plans every point again (re-measure what is recorded, e.g. after a noisy run)."""
     local = local or local_device(device)
     plan = StudyPlan(spec=spec, quick=quick, local=local)
     for point in spec.points(quick=quick, hardware=local.hardware):
         key = point_key(point, "measured")
         row = db.get(key)
-        if row is not None and row["status"] in DONE and not (force and row["status"] == "skipped"):
+        if row is not None and row["status"] in DONE and not redo \
+                and not (force and row["status"] == "skipped"):
             plan.points.append(PlannedPoint(point, key, "done", row["error"], row["status"]))
             continue
         reason = skip_reason(point, local, force=force)
@@ -122,15 +124,15 @@ def baseline_for(store: ResultsDB, point: dict) -> dict:
 
 
 def run_study(name: str, *, quick: bool = False, device: str | None = None,
-              db: str | None = None, force: bool = False, suite_module: str | None = None,
-              progress: bool = True) -> dict:
+              db: str | None = None, force: bool = False, redo: bool = False,
+              suite_module: str | None = None, progress: bool = True) -> dict:
     """Run (or finish) a study; returns a summary with every point's recorded result."""
     from llmbench.results.environment import base_environment
 
     spec = get_study(name)
     local = local_device(device)
     with ResultsDB(db) as store:
-        plan = plan_study(spec, store, quick=quick, local=local, force=force)
+        plan = plan_study(spec, store, quick=quick, local=local, force=force, redo=redo)
         to_run = [p for p in plan.points if p.action == "run"]
         run_suite = load_run_suite(suite_module) if to_run else None
         env = {**base_environment(), "study": spec.name, "quick": quick, "device": local.device,
