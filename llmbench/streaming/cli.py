@@ -78,8 +78,8 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
         return emit_json(out)
     _print(out, "stream train", ["model", "params", "world_size", "tokens_per_s", "step_time_s",
                                  "streamed_bytes_per_step", "streamed_fraction_of_dense",
-                                 "exposed_stream_s_per_step", "exposed_optimizer_s_per_step",
-                                 "device_weight_bytes_peak", "layer_weight_bytes",
+                                 "exposed_stream_s_per_step", "optimizer_s_per_step",
+                                 "exposed_optimizer_s_per_step", "device_weight_bytes_peak", "layer_weight_bytes",
                                  "embedding_weight_bytes", "store_bytes"])
     typer.echo("loss: " + " ".join(f"{x:.4f}" for x in out["loss"]))
 

@@ -138,7 +138,7 @@ class StreamingExecutor:
 
     def reset_stats(self) -> None:
         self.stats = {"weight_bytes_in": 0, "grad_bytes_out": 0, "stream_wait_s": 0.0,
-                      "optimizer_wait_s": 0.0, "steps": 0}
+                      "optimizer_wait_s": 0.0, "optimizer_busy_s": 0.0, "steps": 0}
         self.digests: list[str] = []
 
     # ------------------------------------------------------------ the loader (store -> device)
@@ -264,6 +264,7 @@ class StreamingExecutor:
             self._futures.append(self._opt.submit(self._update, group, payload, event))
 
     def _update(self, group: str, payload: torch.Tensor, event) -> None:
+        t0 = time.perf_counter()
         if event is not None:
             event.synchronize()
         mask = self.store.mask(group)
@@ -272,6 +273,7 @@ class StreamingExecutor:
             dense[mask] = payload.cpu()
             payload = dense
         self.store.update(group, payload.cpu())
+        self.stats["optimizer_busy_s"] += time.perf_counter() - t0  # one worker: no race
 
     # ------------------------------------------------------------ one step
 

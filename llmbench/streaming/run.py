@@ -329,6 +329,7 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
         "dense_streamed_bytes_per_step": dense, "streamed_fraction_of_dense": streamed / dense,
         "exposed_stream_s_per_step": st["stream_wait_s"] / n,
         "exposed_optimizer_s_per_step": st["optimizer_wait_s"] / n,
+        "optimizer_s_per_step": st["optimizer_busy_s"] / n,
         "device_weight_bytes_peak": tr.ex.account.weight_bytes_peak,
         "device_grad_bytes_peak": tr.ex.account.grad_bytes_peak,
         "layer_weight_bytes": block_bytes, "embedding_weight_bytes": numel["ends"] * 4,
