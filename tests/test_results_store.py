@@ -100,10 +100,11 @@ def test_path_from_env_then_default(tmp_path, monkeypatch):
 
 
 _WRITER = textwrap.dedent("""
-    import sys
+    import sys, time
     from llmbench.results import ResultsDB
-    path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path, tag, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     with ResultsDB(path) as db:
+        time.sleep(max(0.0, start - time.time()))  # both writers begin at the same moment
         for i in range(n):
             db.record({"suite": "fake", "model": tag, "hardware": "cpu", "i": i},
                       metrics={"i": i, "pad": "x" * 2000}, study=tag)
@@ -114,8 +115,9 @@ _WRITER = textwrap.dedent("""
 
 def test_concurrent_writer_processes(tmp_path):
     db_path = tmp_path / "c.db"
-    n = 150
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(db_path), tag, str(n)],
+    n = 300
+    start = time.time() + 1.5
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(db_path), tag, str(n), str(start)],
                               stderr=subprocess.PIPE, text=True) for tag in ("w1", "w2")]
     for p in procs:
         _, err = p.communicate(timeout=120)
@@ -124,6 +126,9 @@ def test_concurrent_writer_processes(tmp_path):
         assert len(db.query(model="w1")) == n and len(db.query(model="w2")) == n
         assert len(db.query(model="shared")) == 5  # upserts from both writers, no duplicates
         assert db.integrity_check() == "ok"
+        # the two writers really interleaved: their rows' time spans overlap
+        spans = {tag: [r["created_at"] for r in db.query(model=tag)] for tag in ("w1", "w2")}
+        assert max(min(v) for v in spans.values()) < min(max(v) for v in spans.values())
 
 
 _KILLED = textwrap.dedent("""
