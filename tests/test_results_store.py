@@ -116,7 +116,7 @@ _WRITER = textwrap.dedent("""
 def test_concurrent_writer_processes(tmp_path):
     db_path = tmp_path / "c.db"
     n = 300
-    start = time.time() + 1.5
+    start = time.time() + 2.5  # time for both interpreters to start, even on a loaded CI box
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(db_path), tag, str(n), str(start)],
                               stderr=subprocess.PIPE, text=True) for tag in ("w1", "w2")]
     for p in procs:
