@@ -352,9 +352,13 @@ def test_cli_study_run_json_and_show(capsys, fake, tmp_path):
                         "--suite-module", "fake_suite_mod", "--no-progress", "--json")
     assert code == 0
     s = json.loads(out)
-    assert set(s) == {"study", "title", "suite", "source", "published", "quick", "device", "hardware",
-                      "db", "points", "ran", "skipped_now", "already_recorded", "counts", "results"}
+    assert set(s) == {"study", "title", "suite", "source", "published", "published_values", "quick",
+                      "device", "hardware", "db", "points", "ran", "skipped_now", "already_recorded",
+                      "counts", "results"}
     assert s["points"] == 3 and s["counts"]["ok"] == 3 and s["published"] == ["emani-gas-a100", "emani-gas-mi250"]
+    # arXiv:2310.04607 Fig. 6: GAS 1 -> 4 gives 1.74x on 64 A100 (published.csv)
+    a100 = next(v for v in s["published_values"] if v["id"] == "emani-gas-a100")
+    assert (a100["metric"], a100["value"], a100["system"]) == ("gas4_over_gas1", "1.74", "a100-40gb")
     assert set(s["results"][0]) == {"key", "study", "suite", "source", "model", "hardware", "status",
                                     "error", "point", "metrics", "environment", "created_at"}
     code, out, _ = _cli(capsys, "study", "show", "gas", "--quick", "--device", "cpu", "--db", db, "--json")

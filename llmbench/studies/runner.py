@@ -158,10 +158,22 @@ def run_study(name: str, *, quick: bool = False, device: str | None = None,
     return summary(plan, rows, db_path)
 
 
+def published_values(ids) -> list[dict]:
+    """The rows of reference/published.csv a study is compared with (id, system, model, metric,
+    value, unit, source)."""
+    from llmbench.results.published import published_rows
+
+    wanted = set(ids)
+    keep = ("id", "system", "model", "task", "precision", "batch", "seq_len", "devices", "metric",
+            "value", "unit", "source")
+    return [{k: r[k] for k in keep} for r in published_rows() if r["id"] in wanted]
+
+
 def summary(plan: StudyPlan, rows: list[dict], db_path: str) -> dict:
     counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "oom", "error", "skipped")}
     return {"study": plan.spec.name, "title": plan.spec.title, "suite": plan.spec.suite,
             "source": plan.spec.source, "published": list(plan.spec.published),
+            "published_values": published_values(plan.spec.published),
             "quick": plan.quick, "device": plan.local.device, "hardware": plan.local.hardware,
             "db": db_path, "points": len(rows), "ran": plan.count("run"),
             "skipped_now": plan.count("skip"), "already_recorded": plan.count("done"),
