@@ -228,7 +228,7 @@ def test_measured_points_are_predicted_for_this_machine(tmp_path):
     from llmbench.report.reproduce import predict_measured_here
 
     with ResultsDB(tmp_path / "m.db") as db:
-        db.record({"suite": "train", "model": "gpt2-small", "hardware": "cpu", "batch": 4, "seq": 64,
+        db.record({"suite": "train", "model": "gpt2-small", "hardware": "cpu", "batch": 3, "seq": 64,
                    "precision": "fp32", "devices": 1, "grad_accum": 2, "resize": {"n_layers": 2}},
                   metrics={"tokens_per_s": 1000.0}, study="gas")
         assert predict_measured_here(db, log=lambda m: None) == 1
@@ -237,6 +237,7 @@ def test_measured_points_are_predicted_for_this_machine(tmp_path):
         assert pred[0]["status"] == "ok", pred[0]["error"]
         assert pred[0]["metrics"]["tokens_per_s"] > 0
         assert pred[0]["point"]["mirrors"] == "measured"  # kept apart from the catalog sweep
+        assert pred[0]["point"]["batch"] == 6  # 3 per micro-step x GAS 2: perfmodel's global batch
         assert "resized: n_layers=2" in pred[0]["environment"]["command"]
 
 
@@ -294,3 +295,18 @@ def test_stream_compare_json_is_recorded_and_drawn(tmp_path):
     assert row[1] == "1" and "ratio 0.95" in row[3]
     fig = draw_streaming(data)
     assert "0.95" in fig.axes[1].get_title()
+
+
+def test_gas_ratios_know_global_and_micro_batches():
+    from llmbench.report.plotkit import gas_ratios
+
+    def row(batch, g, tps):
+        return {"hardware": "cpu", "point": {"batch": batch, "grad_accum": g, "devices": 1},
+                "metrics": {"tokens_per_s": tps}}
+
+    # measured: batch 2 per micro-step at every GAS (tokens per step grow with GAS)
+    measured = [row(2, 1, 100.0), row(2, 2, 150.0), row(2, 4, 180.0)]
+    assert gas_ratios(measured, global_batch=False) == {("cpu", 1, 2): {1: 1.0, 2: 1.5, 4: 1.8}}
+    # predicted: the global batch grows with GAS at a fixed micro-batch of 2
+    predicted = [row(2, 1, 100.0), row(4, 2, 150.0), row(8, 4, 180.0)]
+    assert gas_ratios(predicted) == {("cpu", 1, 2): {1: 1.0, 2: 1.5, 4: 1.8}}

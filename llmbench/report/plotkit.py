@@ -142,13 +142,15 @@ def speedups(rows, s: float) -> dict:
     return {(k[0], k[1]): sparse[k] / dense[k] for k in sparse if dense.get(k)}
 
 
-def gas_ratios(rows) -> dict:
-    """(hardware, devices, micro) -> {gas: tokens/s relative to gas 1}."""
+def gas_ratios(rows, *, global_batch: bool = True) -> dict:
+    """(hardware, devices, micro-batch) -> {gas: tokens/s relative to gas 1}. Predicted points
+    carry the global batch (micro x devices x GAS); measured ones the micro-batch per replica."""
     table = {}
     for r in rows:
         g, d, b, t = field(r, "grad_accum") or 1, field(r, "devices") or 1, field(r, "batch"), \
             metric(r, "tokens_per_s")
         if b is None or t is None:
             continue
-        table.setdefault((r.get("hardware"), d, b // (d * g)), {})[g] = t
+        micro = b // (d * g) if global_batch else b
+        table.setdefault((r.get("hardware"), d, micro), {})[g] = t
     return {k: {g: t / v[1] for g, t in sorted(v.items())} for k, v in table.items() if v.get(1)}

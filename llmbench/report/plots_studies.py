@@ -149,7 +149,10 @@ def draw_gas(data: Data):
             ax.annotate(f"{style.hw_label(r.get('hardware'))} ×{field(r, 'devices')}", (4, y), fontsize=7,
                         xytext=(7, -3), textcoords="offset points", color=style.SOURCE_STYLE["published"][0])
     ax.plot([], [], label="published (arXiv:2310.04607 Fig. 6)", **style.published_kw())
-    meas = gas_ratios(data.get("gas", "measured"))
+    meas = gas_ratios(data.get("gas", "measured"), global_batch=False)
+    for (hw, d, micro), v in gas_ratios(data.predicted("gas", mirrors=True)).items():
+        ax.plot(list(v), list(v.values()), label=f"predicted for the measured points · {style.hw_label(hw)}",
+                **style.predicted_kw(hw, linestyle=":"))
     for (hw, d, micro), v in meas.items():
         ax.plot(list(v), list(v.values()), label=f"measured here (micro-batch {micro})",
                 **style.measured_kw(linestyle="-", linewidth=1))

@@ -165,6 +165,9 @@ def predict_measured_here(db, *, log=print) -> int:
             continue
         keep = ("batch", "seq", "precision", "devices", "grad_accum", "sparsity", "resize")
         args = {k: pt[k] for k in keep if pt.get(k) is not None}
+        if suite == "train":  # measured batch: sequences per replica per micro-step; perfmodel's: global
+            args["batch"] = int(pt.get("batch", 1)) * int(pt.get("grad_accum", 1) or 1) \
+                * int(pt.get("devices", 1) or 1)
         if suite == "infer":
             args = {"batch": pt.get("batch", 1), "prompt_len": pt.get("seq", 128),
                     "gen_len": pt.get("gen_len", 0) or 0, "precision": pt.get("precision", "fp32"),
