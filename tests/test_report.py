@@ -310,3 +310,32 @@ def test_gas_ratios_know_global_and_micro_batches():
     # predicted: the global batch grows with GAS at a fixed micro-batch of 2
     predicted = [row(2, 1, 100.0), row(4, 2, 150.0), row(8, 4, 180.0)]
     assert gas_ratios(predicted) == {("cpu", 1, 2): {1: 1.0, 2: 1.5, 4: 1.8}}
+
+
+def test_interrupting_reproduce_ends_the_running_piece(tmp_path):
+    """Ctrl-C of `llmbench reproduce` must not leave the running study behind (own session)."""
+    import os
+    import signal
+
+    marker = tmp_path / "child.pid"
+    code = (f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)")
+    script = ("import time; from llmbench.report.reproduce import Step, run_step\n"
+              f"run_step(Step(name='s', argv=(), budget_s=100, python_args=('-c', {code!r})), "
+              f"{str(tmp_path / 'x.db')!r}, quick=True, deadline=time.monotonic() + 100)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    for _ in range(200):
+        if marker.exists() and marker.read_text():
+            break
+        time.sleep(0.05)
+    child = int(marker.read_text())
+    parent.send_signal(signal.SIGINT)
+    parent.wait(timeout=30)
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the child outlived its interrupted parent")

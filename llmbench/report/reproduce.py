@@ -88,6 +88,9 @@ def run_step(step: Step, db_path: Path, *, quick: bool, deadline: float, log=pri
         _kill_group(proc)
         out, err = proc.communicate()
         status = f"stopped at its budget of {budget:.0f} s (finished points are kept)"
+    except BaseException:  # Ctrl-C of reproduce: the child has its own session, end it too
+        _kill_group(proc)
+        raise
     dt = time.monotonic() - t0
     log(f"  {step.name:<18} {dt:6.1f} s  {status}")
     return {"step": step.name, "command": "llmbench " + " ".join(step.argv), "seconds": dt,
