@@ -258,7 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     from llmbench._cliutil import BAD_INPUT, fail_one_line
 
     try:
-        app(args=argv, standalone_mode=False, prog_name="llmbench")
+        rv = app(args=argv, standalone_mode=False, prog_name="llmbench")
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv:
+            sys.exit(rv)  # a command's typer.Exit(code) comes back as its code here
     except (BadInput, *BAD_INPUT) as e:
         fail_one_line(e)
     except UsageError as e:
