@@ -25,12 +25,24 @@ def llmbench(*args, env=None, launcher=None, timeout=180):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=full_env)
 
 
-def test_block_sweep_json_and_db(tiny_config, tmp_path):
+def run_main(capsys, *args) -> tuple[int, str, str]:
+    """The real entry point in this process (no new torch import): exit code, stdout, stderr."""
+    from llmbench.cli import main
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_block_sweep_json_and_db(tiny_config, tmp_path, capsys):
     db = tmp_path / "r.db"
-    p = llmbench("measure", "block", "--model", tiny_config, "--batch", "1,2", "--seq", "16",
-                 "--repeats", "2", "--device", "cpu", "--json", "--db", str(db))
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+    code, out, err = run_main(capsys, "measure", "block", "--model", tiny_config, "--batch", "1,2", "--seq",
+                              "16", "--repeats", "2", "--device", "cpu", "--json", "--db", str(db))
+    assert code == 0, err
+    out = json.loads(out)
     assert [r["point"]["batch"] for r in out] == [1, 2]
     assert all(r["status"] == "ok" and r["metrics"]["fwd_bwd_tflops"] > 0 for r in out)
     from llmbench.results.store import ResultsDB
@@ -40,28 +52,36 @@ def test_block_sweep_json_and_db(tiny_config, tmp_path):
     assert rows[0]["environment"]["torch_version"]
 
 
-def test_table_output_and_bad_input(tiny_config, tmp_path):
-    p = llmbench("measure", "infer", "--model", tiny_config, "--batch", "2", "--seq", "8", "--gen-len", "2",
-                 "--repeats", "2", "--device", "cpu", "--no-record")
-    assert p.returncode == 0, p.stderr
-    assert "decode tok/s" in p.stdout and "ok" in p.stdout
-    bad = llmbench("measure", "train", "--model", "gpt-99", "--device", "cpu", "--no-record")
-    assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and "Traceback" not in bad.stderr
-    bad = llmbench("measure", "block", "--model", tiny_config, "--batch", "x", "--no-record")
-    assert bad.returncode == 2 and "--batch" in bad.stderr
-    bad = llmbench("measure", "block", "--model", tiny_config, "--device", "cuda:7", "--no-record")
-    assert bad.returncode == 2 and "error:" in bad.stderr
+def test_table_output_and_bad_input(tiny_config, capsys):
+    code, out, err = run_main(capsys, "measure", "infer", "--model", tiny_config, "--batch", "2", "--seq", "8",
+                              "--gen-len", "2", "--repeats", "2", "--device", "cpu", "--no-record")
+    assert code == 0, err
+    assert "decode tok/s" in out and "ok" in out
+    for bad, needle in ((["train", "--model", "gpt-99"], "unknown model"),
+                        (["block", "--model", tiny_config, "--batch", "x"], "--batch"),
+                        (["block", "--model", tiny_config, "--device", "tpu"], "unknown device")):
+        code, out, err = run_main(capsys, "measure", *bad, "--no-record")
+        assert code == 2 and err.startswith("error:") and needle in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
 
 
-def test_ceilings_json_saves_profile(tmp_path):
-    p = llmbench("measure", "ceilings", "--device", "cpu", "--size", "256", "--repeats", "2", "--json",
-                 "--no-record", env={"LLMBENCH_HOME": str(tmp_path)})
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+def test_bad_input_through_the_installed_command():
+    p = llmbench("measure", "block", "--batch", "0", "--no-record")
+    assert p.returncode == 2 and p.stderr.startswith("error:") and "Traceback" not in p.stderr
+
+
+def test_ceilings_json_saves_profile(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LLMBENCH_HOME", str(tmp_path))
+    code, out, err = run_main(capsys, "measure", "ceilings", "--device", "cpu", "--size", "256", "--repeats",
+                              "2", "--json", "--no-record")
+    assert code == 0, err
+    out = json.loads(out)
     assert out["metrics"]["gemm"]["fp32"]["max"] > 0
     saved = json.loads((tmp_path / "hardware" / "cpu.json").read_text())
     assert saved["peak_flops"]["fp32"] == pytest.approx(out["metrics"]["gemm"]["fp32"]["max"] * 1e12)
     assert "measure ceilings" in saved["sources"]["peak_flops.fp32"]
+    from llmbench.hardware.spec import clear_cache
+    clear_cache()
 
 
 def test_torchrun_two_cpu_processes(tiny_config, tmp_path):
