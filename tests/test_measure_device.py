@@ -111,3 +111,11 @@ def test_old_gpu_has_no_tf32(fake_cuda, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (7, 0))
     ok, why = dev.supports_dtype(torch.device("cuda", 0), "tf32")
     assert not ok and "8.0" in why
+
+
+def test_semi_structured_support_branches(fake_cuda, monkeypatch):
+    assert dev.supports_semi_structured(torch.device("cpu"))[0] is False
+    assert dev.supports_semi_structured(torch.device("cuda", 0)) == (True, "")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (7, 5))
+    ok, why = dev.supports_semi_structured(torch.device("cuda", 0))
+    assert not ok and "8.0" in why

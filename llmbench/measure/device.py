@@ -118,6 +118,23 @@ def supports_dtype(device: torch.device, precision: str) -> tuple[bool, str]:
     return True, ""
 
 
+def compute_capability(device: torch.device) -> tuple[int, int] | None:
+    """(major, minor) of an NVIDIA GPU; None elsewhere."""
+    if device.type != "cuda":
+        return None
+    return tuple(torch.cuda.get_device_capability(device))
+
+
+def supports_semi_structured(device: torch.device) -> tuple[bool, str]:
+    """NVIDIA 2:4 sparse tensor cores (torch.sparse.to_sparse_semi_structured): Ampere and later."""
+    cap = compute_capability(device)
+    if cap is None:
+        return False, f"semi-structured 2:4 kernels need CUDA; this run is on {device.type}"
+    if cap[0] < 8:
+        return False, "2:4 sparse tensor cores need compute capability >= 8.0"
+    return True, ""
+
+
 class Timer:
     """Wall time of a region, synchronised: CUDA/XPU events on accelerators that have them,
     perf_counter around a synchronise elsewhere."""

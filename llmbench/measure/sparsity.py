@@ -94,10 +94,9 @@ class _Dense:
 
 
 def semi_structured_support(device) -> tuple[bool, str]:
-    if device.type != "cuda":
-        return False, f"semi-structured 2:4 kernels need CUDA; this run is on {device.type}"
-    if torch.cuda.get_device_capability(device)[0] < 8:
-        return False, "2:4 sparse tensor cores need compute capability >= 8.0"
+    ok, why = dev.supports_semi_structured(device)
+    if not ok:
+        return False, why
     try:
         from torch.sparse import to_sparse_semi_structured  # noqa: F401
     except ImportError:
