@@ -100,14 +100,15 @@ def draw_scaling(data: Data):
     meas = data.get("dp-scaling", "measured")
     effs = [(field(r, "devices"), metric(r, "scaling_efficiency")) for r in meas]
     effs = [(d, e) for d, e in effs if d and e is not None]
-    if effs:
-        ax1.plot([d for d, _ in effs], [e for _, e in effs], label="measured here (gloo, CPU processes)",
-                 **style.measured_kw())
+    top = 1.3  # efficiencies above this are off the scale: drawn at the top edge with their value
+    for d, e in effs:
+        y = min(e, top - 0.05)
+        ax1.plot([d], [y], label="measured here (gloo, CPU processes)",
+                 **style.measured_kw(marker="o" if e == y else "^"))
+        ax1.annotate(f"{e:.2f}" + ("" if e == y else " (off scale)"), (d, y), fontsize=7, xytext=(6, 4),
+                     textcoords="offset points", color=style.SOURCE_STYLE["measured"][0])
     ax1.set_xscale("log", base=2)
-    for d, e in effs:  # say the measured value, also when a noisy baseline puts it far above 1
-        ax1.annotate(f"{e:.2f}", (d, e), fontsize=7, xytext=(6, 4), textcoords="offset points",
-                     color=style.SOURCE_STYLE["measured"][0])
-    ax1.set_ylim(0, max([1.15] + [1.1 * e for _, e in effs]))
+    ax1.set_ylim(0, top)
     ax1.axhline(1.0, color="#999999", lw=0.8, ls=":")
     ax1.set_xlabel("devices")
     ax1.set_ylabel("scaling efficiency  T(n) / (n·T(1))")
