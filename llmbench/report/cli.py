@@ -32,7 +32,12 @@ def reproduce_cmd(
     from llmbench.report.reproduce import reproduce
 
     log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
-    summary = reproduce(quick=quick, out_dir=out, db_path=db, measure=measure, log=log)
+    console = None
+    if json_out:  # stdout carries only the JSON; tables and progress go to stderr
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    summary = reproduce(quick=quick, out_dir=out, db_path=db, measure=measure, log=log, console=console)
     if json_out:
         from llmbench.cli import emit_json
 

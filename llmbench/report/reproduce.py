@@ -186,7 +186,7 @@ def predict_measured_here(db, *, log=print) -> int:
 
 
 def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str | Path | None = None,
-              measure: bool = True, predict: bool = True, log=print) -> dict:
+              measure: bool = True, predict: bool = True, log=print, console=None) -> dict:
     """The whole job; returns a summary (timings, counts, report path)."""
     from llmbench.results import record_published
     from llmbench.results.store import ResultsDB, default_path
@@ -218,7 +218,8 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
             timings += _predict_all(db, log=log)
         t0 = time.monotonic()
         command = "llmbench reproduce " + ("--quick" if quick else "--full")
-        summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command}, log=log)
+        summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command}, log=log,
+                         console=console)
         timings.append({"step": "report", "seconds": time.monotonic() - t0, "status": "ok"})
     summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path))
     (out / "reproduce.json").write_text(json.dumps(summary, indent=2, default=str))
