@@ -379,6 +379,9 @@ def run_compare(cfg: StreamConfig) -> dict:
         "seq": cfg.seq, "steps": cfg.steps, "tokens_per_step": tokens, "device": str(device),
         "prefetch": cfg.prefetch, "recompute": cfg.recompute,
         "resident_tokens_per_s": r_tps, "streamed_tokens_per_s": s_tps, "ratio": ratio,
+        # the ratio of the two medians above; `ratio` (median of per-pair ratios) is the robust one,
+        # they differ when load changes between steps (few steps on a busy machine)
+        "ratio_of_tokens_per_s": s_tps / r_tps,
         "resident_step_s": r_step, "streamed_step_s": s_step, "streamed_extra_s_per_step": extra_s,
         # the fastest step of each: the least disturbed by other load on a shared machine
         "resident_step_min_s": min(tr_[w:]), "streamed_step_min_s": min(ts_[w:]),
