@@ -2,7 +2,7 @@
 # All GPU checks of issue 4 in one go, for one NVIDIA GPU (written for an H200; at most 8 minutes:
 # BUDGET_S=480 caps it, each step has its own timeout).
 #
-#   bash scripts/gpu_checks.sh [OUT_DIR]        # default: $OUT, else ./gpu-results
+#   bash scripts/gpu_checks.sh [OUT_DIR]        # default: $OUT, else /tmp/llmbench-gpu-results
 #
 # Writes JSON per check into OUT_DIR (copy them to docs/results/ and commit):
 #   env.json            nvidia-smi, torch, python
@@ -17,7 +17,7 @@
 # Every step has its own timeout, and a failing step does not stop the others.
 set -u
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT_DIR="${1:-${OUT:-$REPO/gpu-results}}"
+OUT_DIR="${1:-${OUT:-${TMPDIR:-/tmp}/llmbench-gpu-results}}"
 PY="${PYTHON:-python3}"
 mkdir -p "$OUT_DIR"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
