@@ -5,7 +5,7 @@
 #   bash scripts/gpu_checks.sh [OUT_DIR]        # default: $OUT, else /tmp/llmbench-gpu-results
 #
 # Writes JSON per check into OUT_DIR (copy them to docs/results/ and commit):
-#   env.json            nvidia-smi, torch, python
+#   env.txt             nvidia-smi, torch, python
 #   cuda_tests.txt      pytest of the requires_cuda tests (device helper, FLOPs, KV cache on CUDA)
 #   ceilings.json       GEMM TFLOP/s fp32/tf32/fp16/bf16 (8192^3 and GPT-2 XL layer shapes), copy GB/s
 #   block_bf16.json     GPT-2 XL layer, bf16, batch 8/16/32/64, seq 1024 (aim: >= 0.70 of ceiling)
