@@ -13,6 +13,7 @@ exactly, and the matmul FLOPs FlopCounterMode sees equal `counting`'s `matmul_fl
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -302,19 +303,11 @@ def init_module_weights(module: nn.Module, spec: ModelSpec) -> None:
 
 def _build(factory, spec: ModelSpec, device, dtype, meta: bool):
     target = torch.device("meta") if meta else (torch.device(device) if device is not None else None)
-    with torch.device(target) if target is not None else _nullcontext():
+    with torch.device(target) if target is not None else contextlib.nullcontext():
         module = factory()
     if not meta:
         init_module_weights(module, spec)
     return module.to(dtype=dtype)
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def build_model(spec: ModelSpec, *, device=None, dtype: torch.dtype = torch.float32,
