@@ -148,3 +148,12 @@ def test_layer_gemms_cover_three_times_the_forward_matmul_flops():
     fwd = sum(o.matmul_flops for o in layer_ops(spec, 2, 128, "fp32"))
     assert sum(g.flops for g in gemms) == 3 * fwd
     assert sum(g.flops for g in ceil.layer_gemms(spec, 2, 128, backward=False)) == fwd
+
+
+def test_train_with_a_classification_head():
+    # BERT with its sequence-classification head: one class id per sequence (SST-2 shape)
+    cfg = {"model": "bert-base", "n_layers": 2, "d_model": 64, "n_heads": 4, "vocab_size": 128,
+           "batch": 4, "seq": 16, "steps": 2, "warmup_steps": 1}
+    r = run_suite("train", cfg)
+    assert r["status"] == "ok", r["error"]
+    assert abs(r["metrics"]["loss_first"] - math.log(2)) < 0.5  # 2 classes, random labels

@@ -31,12 +31,17 @@ DATA = ("synthetic", "corpus", "genome")
 
 
 class Batches:
-    """Random (B, T+1) windows of a token stream, or uniform random tokens (synthetic)."""
+    """Random (B, T+1) windows of a token stream, or uniform random tokens (synthetic).
 
-    def __init__(self, kind: str, vocab_size: int, batch: int, seq: int, device, seed: int = 0):
+    n_classes > 0 (a sequence-classification head): targets are one random class id per sequence,
+    (B,), the shape of an SST-2 fine-tuning batch; the inputs are the first T tokens."""
+
+    def __init__(self, kind: str, vocab_size: int, batch: int, seq: int, device, seed: int = 0,
+                 n_classes: int = 0):
         if kind not in DATA:
             raise ValueError(f"data must be one of {', '.join(DATA)}, got {kind!r}")
         self.kind, self.B, self.T, self.device = kind, batch, seq, device
+        self.n_classes = n_classes
         self.gen = torch.Generator().manual_seed(seed)
         self.vocab_size = vocab_size
         self.stream = None
@@ -62,6 +67,9 @@ class Batches:
             starts = torch.randint(0, len(self.stream) - self.T - 1, (self.B,), generator=self.gen)
             xy = torch.stack([self.stream[s:s + self.T + 1] for s in starts.tolist()])
         xy = xy.to(self.device, non_blocking=True)
+        if self.n_classes:
+            labels = torch.randint(0, self.n_classes, (self.B,), generator=self.gen)
+            return xy[:, :-1], labels.to(self.device)  # (B, T) inputs, (B,) class ids
         return xy[:, :-1], xy[:, 1:]  # (B, T) inputs, (B, T) next-token targets
 
 
@@ -113,7 +121,8 @@ def train_loop(spec, cfg: dict, device: torch.device, *, ddp: bool) -> dict:
     fwd = torch.compile(net) if cfg["compile"] else net
     opt = make_adamw(model.parameters(), lr=cfg["lr"])
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-    data = Batches(cfg["data"], spec.vocab_size, B, T, device, seed=cfg["seed"] + _dist_info()[1])
+    data = Batches(cfg["data"], spec.vocab_size, B, T, device, seed=cfg["seed"] + _dist_info()[1],
+                   n_classes=spec.n_classes if spec.head == "cls" else 0)
     losses = []
 
     def step():
