@@ -304,3 +304,14 @@ def test_import_hardware_imports_no_torch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_catalog_name_for_a_torch_device_name():
+    from llmbench.hardware.spec import catalog_name_for_device
+
+    assert catalog_name_for_device("NVIDIA H200") == "h200-sxm"
+    assert catalog_name_for_device("nvidia-h200") == "h200-sxm"  # a measured profile's name
+    assert catalog_name_for_device("NVIDIA H100 80GB HBM3") == "h100-sxm"
+    assert catalog_name_for_device("NVIDIA A100-SXM4-80GB") == "a100-80gb"
+    assert catalog_name_for_device("cs2") == "cs2"
+    assert catalog_name_for_device("Apple M2") is None

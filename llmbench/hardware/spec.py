@@ -363,3 +363,22 @@ def get_hardware(name: str) -> HardwareSpec:
     near = hits or difflib.get_close_matches(key, list(table), n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(near)}?" if near else "; see 'llmbench hardware list'"
     raise UnknownHardware(f"unknown hardware {name!r}{hint}")
+
+
+# torch device name (lower case) fragment -> catalog entry; first match wins (H200 before H100)
+DEVICE_NAME_FRAGMENTS = (("h200", "h200-sxm"), ("h100", "h100-sxm"), ("a100-sxm4-80gb", "a100-80gb"),
+                         ("a100 80gb", "a100-80gb"), ("a100-pcie-80gb", "a100-80gb"), ("a100", "a100-40gb"),
+                         ("mi250", "mi250"), ("gaudi2", "gaudi2"), ("hl-225", "gaudi2"))
+
+
+def catalog_name_for_device(device_name: str) -> str | None:
+    """The catalog entry for a device as torch names it ('NVIDIA H200' -> 'h200-sxm'), or the
+    name of a measured profile ('nvidia-h200'); None when no datasheet entry matches."""
+    name = device_name.lower()
+    if (CATALOG_DIR / f"{name}.toml").exists():
+        return name
+    for fragment, entry in DEVICE_NAME_FRAGMENTS:
+        if fragment in name:
+            return entry
+    return None
+

@@ -9,10 +9,6 @@ from llmbench.measure import device as dev
 from llmbench.models import get_model
 from llmbench.models.spec import ModelSpec
 
-# torch device name (lower case) fragment -> catalog entry; first match wins (H200 before H100)
-DATASHEETS = (("h200", "h200-sxm"), ("h100", "h100-sxm"), ("a100-sxm4-80gb", "a100-80gb"),
-              ("a100 80gb", "a100-80gb"), ("a100-pcie-80gb", "a100-80gb"), ("a100", "a100-40gb"),
-              ("mi250", "mi250"), ("gaudi2", "gaudi2"), ("hl-225", "gaudi2"))
 SIZE_KEYS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "max_seq_len")
 
 
@@ -39,14 +35,15 @@ def datasheet_hardware(device: torch.device, override: str | None = None):
         return get_hardware(override)
     if not dev.is_accelerator(device):
         return None
-    name = dev.device_name(device).lower()
-    for fragment, entry in DATASHEETS:
-        if fragment in name:
-            try:
-                return get_hardware(entry)
-            except ValueError:
-                return None
-    return None
+    from llmbench.hardware.spec import catalog_name_for_device
+
+    entry = catalog_name_for_device(dev.device_name(device))
+    if entry is None:
+        return None
+    try:
+        return get_hardware(entry)
+    except ValueError:
+        return None
 
 
 def datasheet_peak_flops(device: torch.device, precision: str, override: str | None = None):

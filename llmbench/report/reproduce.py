@@ -157,6 +157,7 @@ def predict_measured_here(db, *, log=print) -> int:
     """Predict every measured point on the hardware it was measured on (`cpu`, or the accelerator's
     catalog name), so the report shows measured and predicted side by side, same configuration."""
     from llmbench.hardware import catalog
+    from llmbench.hardware.spec import catalog_name_for_device
 
     from .sweeps import Pred, run_predictions
 
@@ -177,7 +178,9 @@ def predict_measured_here(db, *, log=print) -> int:
             args = {"batch": pt.get("batch", 1), "prompt_len": pt.get("seq", 128),
                     "gen_len": pt.get("gen_len", 0) or 0, "precision": pt.get("precision", "fp32"),
                     **({"resize": pt["resize"]} if pt.get("resize") else {})}
-        hw = r.get("hardware") if r.get("hardware") in known else "cpu"
+        hw = r.get("hardware") or "cpu"
+        if hw not in known:  # a GPU measured as e.g. 'nvidia-h200': its datasheet entry
+            hw = catalog_name_for_device(hw) or "cpu"
         preds.append(Pred(study=study, kind=suite, model=pt["model"], hardware=hw, args=args,
                           mirrors_measured=True))
     if preds:
