@@ -22,6 +22,14 @@ def emit_json(obj) -> None:
     print(json.dumps(obj, indent=2, default=json_default))
 
 
+def console():
+    """A rich Console; 120 columns when the output is not a terminal (pipes, docs, CI logs)."""
+    from rich.console import Console
+
+    c = Console()
+    return c if c.is_terminal else Console(width=120)
+
+
 def fail_one_line(e: BaseException, code: int = 2) -> None:
     msg = e.args[0] if e.args else str(e)
     print(f"error: {msg}", file=sys.stderr)

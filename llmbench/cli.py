@@ -34,15 +34,7 @@ def fail(message: str) -> None:
     raise BadInput(message)
 
 
-from llmbench._cliutil import emit_json  # noqa: E402  (re-exported for the areas' commands)
-
-
-def console():
-    """A rich Console; 120 columns when the output is not a terminal (pipes, docs, CI logs)."""
-    from rich.console import Console
-
-    c = Console()
-    return c if c.is_terminal else Console(width=120)
+from llmbench._cliutil import console, emit_json  # noqa: E402  (re-exported for the areas' commands)
 
 
 def _fmt_num(x: float) -> str:

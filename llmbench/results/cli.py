@@ -12,18 +12,11 @@ from pathlib import Path
 
 import typer
 
+from llmbench._cliutil import console
+
 DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
 
 
-def _console():
-    """The CLI's console (120 columns when piped), or a plain rich Console."""
-    try:
-        from llmbench.cli import console
-    except ImportError:
-        from rich.console import Console
-
-        return Console()
-    return console()
 # metrics shown in the table, first present wins
 _HEADLINE = ("latency_s_p50", "tokens_per_s", "samples_per_s", "fwd_bwd_tflops", "achieved_tflops",
              "step_time_s", "fwd_bwd_time_s", "latency_s")
@@ -81,7 +74,7 @@ def print_table(rows: list[dict], title: str) -> None:
         status = r["status"] if not r["error"] else f"{r['status']}: {r['error']}"
         t.add_row(r["key"][:10], r["study"] or "-", r["source"], r["suite"] or "-", r["model"] or "-",
                   r["hardware"] or "-", point_summary(r["point"]), status, headline(r["metrics"]))
-    _console().print(t)
+    console().print(t)
 
 
 def register(app: typer.Typer) -> None:

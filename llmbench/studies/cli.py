@@ -14,18 +14,11 @@ import sys
 
 import typer
 
+from llmbench._cliutil import console
+
 DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
 
 
-def _console():
-    """The CLI's console (120 columns when piped), or a plain rich Console."""
-    try:
-        from llmbench.cli import console
-    except ImportError:
-        from rich.console import Console
-
-        return Console()
-    return console()
 DEVICE_HELP = "torch device: auto (default: the accelerator if any), cpu, cuda, cuda:1, ..."
 
 
@@ -65,7 +58,7 @@ def _print_results(summary: dict) -> None:
     for r in rows:
         result = headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")
         t.add_row(*[str(r["point"].get(k)) for k in axes], r["status"], result)
-    con = _console()
+    con = console()
     con.print(t)
     con.print(f"{c['ok']} ok, {c['oom']} oom, {c['error']} error, {c['skipped']} skipped; this run: "
               f"ran {summary['ran']}, skipped {summary['skipped_now']}, already recorded "
@@ -94,7 +87,7 @@ def register(app: typer.Typer) -> None:
             t.add_row(r["name"], r["suite"], str(r["points"]), str(r["quick_points"]),
                       f"{r['source']['paper']} {r['source'].get('where', '')}",
                       str(len(r["published"])))
-        _console().print(t)
+        console().print(t)
 
     @study_app.command("show")
     def study_show(
@@ -127,7 +120,7 @@ def register(app: typer.Typer) -> None:
 
         from llmbench.studies.runner import describe
 
-        con = _console()
+        con = console()
         con.print(f"[bold]{spec.title}[/bold] ({spec.source['paper']}, {spec.source.get('where', '')})")
         if quick:
             con.print(f"quick: {info['quick_shrink']}")
@@ -202,7 +195,7 @@ def register(app: typer.Typer) -> None:
         for r in summary["results"]:
             result = headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")
             t.add_row(r["hardware"], describe(r["point"]), r["status"], result)
-        con = _console()
+        con = console()
         con.print(t)
         if summary["block_points_left_out"]:
             con.print(f"{summary['block_points_left_out']} block points left out: the analytical "
