@@ -221,3 +221,28 @@ def test_cli_calibrate_from_writes_a_profile(tmp_path, capsys, monkeypatch):
     finally:
         monkeypatch.delenv("LLMBENCH_PROFILES")
         load_profile.cache_clear()
+
+
+def test_calibrate_from_the_results_store(tmp_path):
+    # rows as `llmbench study run` records them: per-replica batch, a shrunk model (resize), other
+    # suites mixed in; calibration must predict the same shrunk model at the global batch
+    from llmbench.results.store import ResultsDB
+
+    truth = defaults("gpu") | {"compute_max": 0.5}
+    db = tmp_path / "r.db"
+    with ResultsDB(db) as store:
+        for i, (batch, seq, ga, dev) in enumerate([(2, 128, 1, 1), (4, 256, 2, 1), (8, 512, 1, 2),
+                                                   (16, 1024, 4, 1), (2, 2048, 1, 8), (32, 128, 1, 1)]):
+            resize = {"n_layers": 4, "d_model": 512, "n_heads": 8, "n_kv_heads": 8, "d_ff": 2048}
+            pt = {"id": f"p{i}", "model": "gpt3-1.3b", "batch": batch * ga * dev, "seq": seq,
+                  "precision": "bf16", "devices": dev, "metric": "tokens_per_s", "tp": 1, "pp": 1,
+                  "grad_accum": ga, "recompute": "none", "resize": resize}
+            v = cal.predict_user_point(pt, {"h100-sxm": truth})
+            store.record({"suite": "train", "model": "gpt3-1.3b", "hardware": "h100-sxm", "batch": batch,
+                          "seq": seq, "grad_accum": ga, "devices": dev, "precision": "bf16", "resize": resize},
+                         metrics={"tokens_per_s": v})
+        store.record({"suite": "infer", "model": "gpt3-1.3b", "hardware": "h100-sxm", "batch": 1, "seq": 128},
+                     metrics={"tokens_per_s": 1.0})  # decode tokens/s: not a training point
+    rep, skipped = cal.calibrate_from(str(db), "h100-sxm")
+    assert rep["points"] == 6 and skipped >= 1
+    assert rep["fit_mean_abs_error"] < 0.02

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llmbench.models.spec import ModelSpec
+from llmbench.models.spec import ModelSpec, resize  # noqa: F401  (re-exported)
 
 INIT_STD = 0.02  # GPT-2 / BERT initializer_range
 
@@ -327,13 +327,3 @@ def count_params(module: nn.Module) -> int:
     """Parameters, each shared Parameter once."""
     return sum(p.numel() for p in module.parameters())
 
-
-def resize(spec: ModelSpec, **changes) -> ModelSpec:
-    """A copy of `spec` with new sizes that keeps its proportions: the GQA group size and the
-    d_ff / d_model ratio follow d_model and n_heads unless given (tiny test models, --quick)."""
-    n_heads = changes.get("n_heads", spec.n_heads)
-    group = spec.n_heads // spec.n_kv_heads
-    changes.setdefault("n_kv_heads", max(1, n_heads // group) if n_heads % group == 0 else n_heads)
-    d_model = changes.get("d_model", spec.d_model)
-    changes.setdefault("d_ff", max(1, round(spec.d_ff * d_model / spec.d_model)))
-    return spec.with_(**changes)

@@ -115,3 +115,14 @@ class ModelSpec:
 
 
 INIT_FIELDS = tuple(f.name for f in fields(ModelSpec) if f.init)
+
+
+def resize(spec: ModelSpec, **changes) -> ModelSpec:
+    """A copy of `spec` with new sizes that keeps its proportions: the GQA group size and the
+    d_ff / d_model ratio follow n_heads and d_model unless given (tiny test models, --quick)."""
+    n_heads = changes.get("n_heads", spec.n_heads)
+    group = spec.n_heads // spec.n_kv_heads
+    changes.setdefault("n_kv_heads", max(1, n_heads // group) if n_heads % group == 0 else n_heads)
+    d_model = changes.get("d_model", spec.d_model)
+    changes.setdefault("d_ff", max(1, round(spec.d_ff * d_model / spec.d_model)))
+    return spec.with_(**changes)

@@ -9,6 +9,8 @@ without each point in turn and predict it.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import csv
 import json
 import math
@@ -252,25 +254,47 @@ def _as_point(r: dict, hw_name: str, i: int) -> dict | None:
         hw = r.get("hardware") or r.get("system") or hw_name
         if hw != hw_name or r.get("metric") not in USER_METRICS:
             return None
+        if r.get("suite") not in (None, "", "train"):  # a results-DB row of another suite (infer, block)
+            return None
         v = float(r["value"])
-        pt = {"id": str(r.get("id") or f"row{i}"), "model": str(r["model"]), "batch": int(float(r["batch"])),
-              "seq": int(float(r.get("seq") or r.get("seq_len"))), "precision": r.get("precision") or "bf16",
-              "devices": int(float(r.get("devices") or 1)), "metric": r["metric"], "range": (v, v)}
+        pt = {"id": str(r.get("id") or r.get("key") or f"row{i}"), "model": str(r["model"]),
+              "batch": int(float(r["batch"])), "seq": int(float(r.get("seq") or r.get("seq_len"))),
+              "precision": r.get("precision") or "bf16", "devices": int(float(r.get("devices") or 1)),
+              "metric": r["metric"], "range": (v, v)}
         for k in ("tp", "pp", "grad_accum"):
             pt[k] = int(float(r.get(k) or 1))
         pt["recompute"] = r.get("recompute") or "none"
+        if r.get("suite") == "train":
+            # the measure suite's batch is sequences per replica per micro-step; perfmodel's is global
+            pt["batch"] *= pt["grad_accum"] * pt["devices"]
+        if isinstance(r.get("resize"), dict) and r["resize"]:
+            pt["resize"] = dict(r["resize"])  # a shrunk model (quick studies)
         return pt if v > 0 else None
     except (KeyError, TypeError, ValueError):
         return None
+
+
+@lru_cache(maxsize=256)
+def _spec_cached(model: str, resize_items: tuple):
+    from llmbench.models import get_model
+    from llmbench.models.spec import resize
+
+    spec = get_model(model)
+    return resize(spec, **dict(resize_items)) if resize_items else spec
+
+
+def _spec_of(model: str, resize: dict | None):
+    return _spec_cached(model, tuple(sorted((resize or {}).items())))
 
 
 def predict_user_point(pt: dict, params: dict) -> float:
     from .validate import _train
 
     hw = next(iter(params))
+    spec = _spec_of(pt["model"], pt.get("resize"))
     f = _train(pt["model"], hw, params, batch=pt["batch"], seq=pt["seq"], devices=pt["devices"],
                precision=pt["precision"], grad_accum=pt["grad_accum"], tp=pt["tp"], pp=pt["pp"],
-               recompute=pt["recompute"])
+               recompute=pt["recompute"], spec=spec)
     step = f["step_time_s"]
     m = pt["metric"]
     if m == "step_time_s":

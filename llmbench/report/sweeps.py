@@ -123,11 +123,12 @@ def spec_of(model: str, resize: dict | None = None, *, block: bool = False):
     """The ModelSpec of a point: the preset, resized as the point says (quick studies shrink models);
     a block is one transformer layer (a tiny vocabulary makes embeddings and head negligible)."""
     from llmbench.models import get_model
+    from llmbench.models.spec import resize as resized
 
     block = block or model.endswith("-block")
     spec = get_model(model.removesuffix("-block"))
     if resize:
-        spec = spec.with_(**resize)
+        spec = resized(spec, **resize)
     return spec.with_(n_layers=1, vocab_size=64) if block else spec
 
 

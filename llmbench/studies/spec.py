@@ -107,7 +107,7 @@ def _cross(item: dict) -> list[dict]:
 
 def _full_resize(model: str, resize: dict, seq: int) -> dict:
     """The ModelSpec changes of a shrunk point, written out in full (d_ff and GQA groups keep the
-    preset's proportions, as llmbench.measure.modeling.resize does); learned positions are
+    preset's proportions, as llmbench.models.spec.resize does); learned positions are
     extended when the point's seq is longer than the preset's context."""
     from llmbench.models import get_model
 
