@@ -138,35 +138,24 @@ def test_predict_row_is_none_for_trend_rows():
 
 # ---------------------------------------------------------------- CLI
 
-def _cli(args, capsys):
-    from llmbench.cli import main
 
-    code = 0
-    try:
-        main(args)
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_cli_predict_train_json(capsys):
-    code, out, _ = _cli(["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "16",
-                         "--seq", "1024", "--devices", "2", "--json"], capsys)
+def test_cli_predict_train_json(cli):
+    code, out, _ = cli("predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "16",
+                       "--seq", "1024", "--devices", "2", "--json")
     d = json.loads(out)
     assert code == 0 and d["devices"] == 2 and set(d["breakdown"]) == {"compute", "memory", "network", "stream",
                                                                          "optimizer", "exposed"}
 
 
-def test_cli_infer_project_validate(capsys):
-    code, out, _ = _cli(["predict", "infer", "--model", "llama-3.1-70b", "--hardware", "cs3", "--batch", "1",
-                         "--prompt-len", "128", "--gen-len", "64", "--json"], capsys)
+def test_cli_infer_project_validate(cli):
+    code, out, _ = cli("predict", "infer", "--model", "llama-3.1-70b", "--hardware", "cs3", "--batch", "1",
+                       "--prompt-len", "128", "--gen-len", "64", "--json")
     assert code == 0 and json.loads(out)["devices"] == 4 and json.loads(out)["mode"] == "sram_pipeline"
-    code, out, _ = _cli(["project", "--model", "bert-large", "--hardware", "cs2", "--dataset", "sst2",
-                         "--batch", "8192", "--seq", "128", "--precision", "cbf16", "--json"], capsys)
+    code, out, _ = cli("project", "--model", "bert-large", "--hardware", "cs2", "--dataset", "sst2",
+                       "--batch", "8192", "--seq", "128", "--precision", "cbf16", "--json")
     d = json.loads(out)
     assert code == 0 and d["seconds"] == pytest.approx(67_349 / d["samples_per_s"])
-    code, out, _ = _cli(["validate"], capsys)
+    code, out, _ = cli("validate")
     assert code == 0 and "Megatron Table 1 mean abs error" in out
 
 
@@ -185,27 +174,27 @@ def test_cli_infer_project_validate(capsys):
     (["predict", "infer", "--model", "bert-base", "--hardware", "a100-80gb", "--gen-len", "4"], "encoder"),
     (["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "8"], "--seq"),
 ])
-def test_cli_bad_input_one_line_exit_2(capsys, args, needle):
-    code, out, err = _cli(args, capsys)
+def test_cli_bad_input_one_line_exit_2(cli, args, needle):
+    code, out, err = cli(*args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_cli_validate_json_keys(capsys):
-    code, out, _ = _cli(["validate", "--json"], capsys)
+def test_cli_validate_json_keys(cli):
+    code, out, _ = cli("validate", "--json")
     d = json.loads(out)
     assert code == 0 and {"rows", "summary", "trends", "numeric_within_tolerance", "megatron_mean_abs_error",
                           "tolerances"} <= set(d)
     assert {"id", "system", "metric", "published", "predicted", "error", "assumption"} <= set(d["rows"][0])
 
 
-def test_cli_calibrate_from_writes_a_profile(tmp_path, capsys, monkeypatch):
+def test_cli_calibrate_from_writes_a_profile(tmp_path, cli, monkeypatch):
     pts = _synthetic_points(defaults("gpu") | {"compute_max": 0.6})
     cols = ["model", "batch", "seq", "precision", "devices", "metric", "value", "tp", "recompute"]
     src = tmp_path / "runs.json"
     src.write_text(json.dumps([{c: p[c] for c in cols} for p in pts]))
     out = tmp_path / "prof" / "h100-sxm.json"
     out.parent.mkdir()
-    code, text, err = _cli(["calibrate", "--hardware", "h100-sxm", "--from", str(src), "--out", str(out), "--json"], capsys)
+    code, text, err = cli("calibrate", "--hardware", "h100-sxm", "--from", str(src), "--out", str(out), "--json")
     assert code == 0, err
     rep = json.loads(text)[0]
     assert rep["points"] == len(pts) and out.exists() and rep["params"]

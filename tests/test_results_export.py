@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from llmbench.cli import main
 from llmbench.results import ResultsDB
 from llmbench.results.export import export, flatten
 
@@ -69,39 +68,29 @@ def test_parquet_without_pyarrow_is_one_line_error(db, tmp_path, monkeypatch):
         export(_rows(db), "parquet", tmp_path / "x.parquet")
 
 
-def _cli(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_cli_results_list_json_and_filters(db, capsys):
-    code, out, _ = _cli(capsys, "results", "list", "--db", str(db), "--json")
+def test_cli_results_list_json_and_filters(db, cli):
+    code, out, _ = cli("results", "list", "--db", str(db), "--json")
     assert code == 0
     rows = json.loads(out)
     assert len(rows) == 4
     assert set(rows[0]) == {"key", "study", "suite", "source", "model", "hardware", "status", "error",
                             "point", "metrics", "environment", "created_at"}
-    code, out, _ = _cli(capsys, "results", "list", "--db", str(db), "--source", "predicted", "--json")
+    code, out, _ = cli("results", "list", "--db", str(db), "--source", "predicted", "--json")
     assert [r["metrics"]["tokens_per_s"] for r in json.loads(out)] == [2000.0]
-    code, out, _ = _cli(capsys, "results", "list", "--db", str(db), "--study", "s1", "--status", "oom",
-                        "--json")
+    code, out, _ = cli("results", "list", "--db", str(db), "--study", "s1", "--status", "oom",
+                       "--json")
     assert [r["point"]["batch"] for r in json.loads(out)] == [64]
-    code, out, _ = _cli(capsys, "results", "list", "--db", str(db))  # the rich table
+    code, out, _ = cli("results", "list", "--db", str(db))  # the rich table
     assert code == 0 and "4 results" in out
 
 
-def test_cli_results_export(db, capsys, tmp_path):
-    code, out, _ = _cli(capsys, "results", "export", "--db", str(db), "--format", "csv", "--study", "s2")
+def test_cli_results_export(db, cli, tmp_path):
+    code, out, _ = cli("results", "export", "--db", str(db), "--format", "csv", "--study", "s2")
     assert code == 0
     table = list(csv.DictReader(io.StringIO(out)))
     assert len(table) == 1 and table[0]["source"] == "predicted"
-    code, out, _ = _cli(capsys, "results", "export", "--db", str(db), "-f", "json",
-                        "-o", str(tmp_path / "r.json"), "--json")
+    code, out, _ = cli("results", "export", "--db", str(db), "-f", "json",
+                       "-o", str(tmp_path / "r.json"), "--json")
     assert code == 0 and json.loads(out) == {"format": "json", "rows": 4, "output": str(tmp_path / "r.json")}
     assert len(json.loads((tmp_path / "r.json").read_text())) == 4
 
@@ -111,19 +100,19 @@ def test_cli_results_export(db, capsys, tmp_path):
     (["results", "export", "--format", "parquet"], "needs an output file"),
     (["results", "list", "--db", "/nonexistent/dir/none.db"], "no results database"),
 ])
-def test_cli_results_bad_input_exits_2(db, capsys, argv, msg):
+def test_cli_results_bad_input_exits_2(db, cli, argv, msg):
     if "--db" not in argv:
         argv = argv + ["--db", str(db)]
-    code, _, err = _cli(capsys, *argv)
+    code, _, err = cli(*argv)
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
 
 
-def test_cli_load_published_is_idempotent(tmp_path, capsys):
+def test_cli_load_published_is_idempotent(tmp_path, cli):
     db = str(tmp_path / "p.db")
-    code, out, _ = _cli(capsys, "results", "load-published", "--db", db, "--json")
+    code, out, _ = cli("results", "load-published", "--db", db, "--json")
     first = json.loads(out)
     assert code == 0 and first["recorded"] > 30
-    code, out, _ = _cli(capsys, "results", "load-published", "--db", db, "--json")
+    code, out, _ = cli("results", "load-published", "--db", db, "--json")
     assert json.loads(out)["keys"] == first["keys"]
     with ResultsDB(db) as store:
         assert store.count() == first["recorded"]

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from llmbench.cli import main
 from llmbench.models import get_model
 from llmbench.results import ResultsDB
 from llmbench.results.published import published_rows
@@ -326,18 +325,9 @@ def test_kill_mid_study_then_rerun_finishes_without_redoing(fake, tmp_path, sig)
 
 # ---------------------------------------------------------------- CLI
 
-def _cli(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
-
-def test_cli_study_list_json(capsys):
-    code, out, _ = _cli(capsys, "study", "list", "--json")
+def test_cli_study_list_json(cli):
+    code, out, _ = cli("study", "list", "--json")
     assert code == 0
     rows = json.loads(out)
     assert {r["name"] for r in rows} == EXPECTED
@@ -347,10 +337,10 @@ def test_cli_study_list_json(capsys):
     assert tb["points"] == 12 and tb["source"]["paper"] == "arXiv:2310.04607"
 
 
-def test_cli_study_run_json_and_show(capsys, fake, tmp_path):
+def test_cli_study_run_json_and_show(cli, fake, tmp_path):
     db = str(tmp_path / "c.db")
-    code, out, _ = _cli(capsys, "study", "run", "gas", "--quick", "--device", "cpu", "--db", db,
-                        "--suite-module", "fake_suite_mod", "--no-progress", "--json")
+    code, out, _ = cli("study", "run", "gas", "--quick", "--device", "cpu", "--db", db,
+                       "--suite-module", "fake_suite_mod", "--no-progress", "--json")
     assert code == 0
     s = json.loads(out)
     assert set(s) == {"study", "title", "suite", "source", "published", "published_values", "quick",
@@ -362,7 +352,7 @@ def test_cli_study_run_json_and_show(capsys, fake, tmp_path):
     assert (a100["metric"], a100["value"], a100["system"]) == ("gas4_over_gas1", "1.74", "a100-40gb")
     assert set(s["results"][0]) == {"key", "study", "suite", "source", "model", "hardware", "status",
                                     "error", "point", "metrics", "environment", "created_at"}
-    code, out, _ = _cli(capsys, "study", "show", "gas", "--quick", "--device", "cpu", "--db", db, "--json")
+    code, out, _ = cli("study", "show", "gas", "--quick", "--device", "cpu", "--db", db, "--json")
     assert code == 0
     info = json.loads(out)
     assert [p["action"] for p in info["points"]] == ["done"] * 3
@@ -373,8 +363,8 @@ def test_cli_study_run_json_and_show(capsys, fake, tmp_path):
     (["study", "run", "no-such-study", "--device", "cpu"], "unknown study"),
     (["study", "show", "no-such-study", "--device", "cpu"], "unknown study"),
 ])
-def test_cli_bad_input_exits_2(capsys, tmp_path, argv, msg):
-    code, _, err = _cli(capsys, *argv, "--db", str(tmp_path / "x.db"))
+def test_cli_bad_input_exits_2(cli, tmp_path, argv, msg):
+    code, _, err = cli(*argv, "--db", str(tmp_path / "x.db"))
     assert code == 2 and msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
