@@ -56,15 +56,21 @@ STREAM_ARGV_FULL = ("stream", "compare", "--model", "gpt2-small", "--batch", "8"
                     "--steps", "20", "--json")
 
 
-def record_streaming(db, result: dict) -> None:
-    """Store `llmbench stream compare --json` as a measured row of study "streaming"."""
+def _json_output(result: dict) -> dict | None:
+    """The JSON object a finished piece printed, or None (failed, stopped, or not a JSON object)."""
     if result["status"] != "ok":
-        return
+        return None
     try:
         data = json.loads(result["stdout"])
     except json.JSONDecodeError:
-        return
-    if not isinstance(data, dict):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def record_streaming(db, result: dict) -> None:
+    """Store `llmbench stream compare --json` as a measured row of study "streaming"."""
+    data = _json_output(result)
+    if data is None:
         return
     keys = ("model", "n_layers", "d_model", "batch", "seq", "steps", "device", "prefetch")
     point = {"suite": "stream", "hardware": "cpu" if data.get("device", "cpu") == "cpu" else data["device"],
@@ -124,11 +130,8 @@ def record_ceilings(db, result: dict) -> None:
         for r in rows:
             db.link("ceilings", r["key"])
         return
-    if result["status"] != "ok":
-        return
-    try:
-        data = json.loads(result["stdout"])
-    except json.JSONDecodeError:
+    data = _json_output(result)
+    if data is None:
         return
     metrics = flat_ceilings(data)
     if metrics:
