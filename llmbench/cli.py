@@ -26,14 +26,6 @@ app.add_typer(models_app, name="models")
 app.add_typer(hardware_app, name="hardware")
 
 
-class BadInput(Exception):
-    """Bad user input: printed as one line, exit code 2."""
-
-
-def fail(message: str) -> None:
-    raise BadInput(message)
-
-
 from llmbench._cliutil import console, emit_json  # noqa: E402  (re-exported for the areas' commands)
 
 
@@ -211,18 +203,12 @@ def hardware_show(name: str = typer.Argument(..., help="hardware name, e.g. a100
 # ---------------------------------------------------------------- other areas
 
 def _register_areas() -> None:
-    """Each engine adds its commands; a missing area is skipped so the core CLI always works."""
+    """Each engine adds its commands (its cli module imports no torch)."""
     import importlib
 
     for mod in ("llmbench.perfmodel.cli", "llmbench.measure.cli", "llmbench.results.cli",
                 "llmbench.studies.cli", "llmbench.streaming.cli", "llmbench.report.cli"):
-        try:
-            module = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name and mod.startswith(e.name):
-                continue
-            raise
-        module.register(app)
+        importlib.import_module(mod).register(app)
 
 
 @app.command("version")
@@ -232,14 +218,6 @@ def version() -> None:
 
 
 _register_areas()
-if not any(c.name == "reproduce" for c in app.registered_commands):
-    @app.command("reproduce")
-    def reproduce(quick: bool = typer.Option(True, "--quick/--full")) -> None:
-        """Print the model and hardware catalogs (grows into the full reproduction of the studies)."""
-        models_list(json_out=False)
-        hardware_list(json_out=False)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input is one line on stderr and exit code 2, never a traceback."""
     try:  # newer typer vendors click as typer._click; older typer uses the click package
@@ -253,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         rv = app(args=argv, standalone_mode=False, prog_name="llmbench")
         if isinstance(rv, int) and not isinstance(rv, bool) and rv:
             sys.exit(rv)  # a command's typer.Exit(code) comes back as its code here
-    except (BadInput, *BAD_INPUT) as e:
+    except BAD_INPUT as e:
         fail_one_line(e)
     except UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # help was printed: not an error
