@@ -64,7 +64,7 @@ def main() -> int:
         tp, pp = _tp_pp(row["notes"])
         pub = float(row["value"])
         ours = predict_train(spec, hw, batch=B, seq=S, devices=N, tp=tp, pp=pp, recompute="full",
-                             precision="fp16").hw_tflops_per_device
+                             precision="fp16").executed_tflops
         fl = training_flops(spec, B, S, "full")["hardware"]
         t1 = lla_step_time(spec, a100, batch=B, seq=S, devices=N, tp=tp, pp=pp, recompute="full", eff=1.0)
         t5 = lla_step_time(spec, a100, batch=B, seq=S, devices=N, tp=tp, pp=pp, recompute="full", eff=0.5)

@@ -1,3 +1,4 @@
-from llmbench.entry import main
+"""`python -m llmbench` = the `llmbench` console script."""
+from llmbench.cli import main
 
 main()

@@ -43,7 +43,7 @@ def test_block_sweep_json_and_db(tiny_config, tmp_path, capsys):
                               "16", "--repeats", "2", "--device", "cpu", "--json", "--db", str(db))
     assert code == 0, err
     out = json.loads(out)
-    assert [r["point"]["batch"] for r in out] == [1, 2]
+    assert [r["workload"]["batch"] for r in out] == [1, 2]
     assert all(r["status"] == "ok" and r["metrics"]["fwd_bwd_tflops"] > 0 for r in out)
     from llmbench.results.store import ResultsDB
     with ResultsDB(db) as store:
@@ -88,13 +88,14 @@ def test_torchrun_two_cpu_processes(tiny_config, tmp_path):
     """Data parallel: DDP over gloo, global tokens/s and scaling efficiency against one process."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                 "-m", "llmbench"]
-    p = llmbench("measure", "train", "--model", tiny_config, "--batch", "2", "--seq", "32", "--steps", "2",
+    p = llmbench("measure", "train", "--model", tiny_config, "--batch", "4", "--seq", "32", "--steps", "2",
                  "--warmup-steps", "1", "--device", "cpu", "--baseline", "--json", "--db", str(tmp_path / "d.db"),
                  launcher=launcher, timeout=240)
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)  # only rank 0 prints
     m = out["metrics"]
-    assert out["status"] == "ok" and m["world_size"] == 2 and out["point"]["devices"] == 2
-    assert m["tokens_per_step"] == 2 * 2 * 32
+    assert out["status"] == "ok" and m["world_size"] == 2 and out["workload"]["devices"] == 2
+    assert out["workload"]["micro_batch"] == 2 and out["workload"]["batch"] == 4  # global batch
+    assert m["tokens_per_step"] == 4 * 32
     assert m["tokens_per_s"] == pytest.approx(m["tokens_per_step"] / m["step_time_s"])
     assert m["scaling_efficiency"] == pytest.approx(m["tokens_per_s"] / (2 * m["baseline_tokens_per_s"]))

@@ -355,7 +355,7 @@ def test_cli_models_list_json_has_every_preset():
 @pytest.mark.parametrize("args, needle", [
     (("models", "show", "gpt2-xxl"), "did you mean"),
     (("models", "show", "tests/data/hf_configs/README.md.json"), "no such config.json"),
-    (("models", "frobnicate"), "No such command"),
+    (("models", "frobnicate"), "invalid choice"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, needle):
     r = _cli(*args)

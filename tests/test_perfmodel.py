@@ -19,10 +19,10 @@ from llmbench.perfmodel import (
 from llmbench.perfmodel.params import defaults, gemm_efficiency
 from llmbench.perfmodel.project import DATASETS, get_dataset, project
 
-TRAIN_KEYS = {"step_time_s", "tokens_per_s", "samples_per_s", "tflops_per_device", "hw_tflops_per_device",
-              "mfu", "bound", "mode", "devices", "memory_per_device_bytes", "fits", "breakdown"}
+TRAIN_KEYS = {"step_time_s", "tokens_per_s", "samples_per_s", "achieved_tflops", "executed_tflops",
+              "mfu", "bound", "mode", "devices", "peak_mem_bytes", "fits", "breakdown_s"}
 BREAKDOWN_KEYS = {"compute", "memory", "network", "stream", "optimizer", "exposed"}
-INFER_KEYS = {"ttft_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s", "devices", "bound",
+INFER_KEYS = {"time_to_first_token_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s_p50", "devices", "bound",
               "kv_cache_bytes", "mode", "fits", "max_batch_x_context"}
 
 
@@ -70,11 +70,11 @@ def test_no_torch_and_no_numpy_on_the_cli_path():
 def test_train_keys_and_flop_accounting():
     p = predict_train(TINY, gpu(), batch=16, seq=512, recompute="full")
     d = p.to_dict()
-    assert set(d) == TRAIN_KEYS and set(d["breakdown"]) == BREAKDOWN_KEYS
+    assert set(d) == TRAIN_KEYS and set(d["breakdown_s"]) == BREAKDOWN_KEYS
     fl = training_flops(TINY, 16, 512, "full")
-    assert d["tflops_per_device"] == pytest.approx(fl["model"] / d["step_time_s"] / 1e12)
-    assert d["hw_tflops_per_device"] == pytest.approx(fl["hardware"] / d["step_time_s"] / 1e12)
-    assert d["hw_tflops_per_device"] > d["tflops_per_device"]
+    assert d["achieved_tflops"] == pytest.approx(fl["model"] / d["step_time_s"] / 1e12)
+    assert d["executed_tflops"] == pytest.approx(fl["hardware"] / d["step_time_s"] / 1e12)
+    assert d["executed_tflops"] > d["achieved_tflops"]
     assert d["mfu"] == pytest.approx(fl["model"] / d["step_time_s"] / 100e12)
     assert d["tokens_per_s"] == pytest.approx(16 * 512 / d["step_time_s"])
     assert d["mode"] == "resident" and d["fits"]
@@ -93,23 +93,23 @@ def test_roofline_compute_bound_scales_with_peak():
     a = predict_train(TINY, gpu(), batch=32, seq=512)
     b = predict_train(TINY, gpu(peak_flops={"bf16": 200e12, "fp32": 10e12}), batch=32, seq=512)
     assert a.bound == "compute"
-    assert b.breakdown["compute"] == pytest.approx(a.breakdown["compute"] / 2, rel=1e-6)
-    assert b.breakdown["memory"] == pytest.approx(a.breakdown["memory"], rel=1e-6)
+    assert b.breakdown_s["compute"] == pytest.approx(a.breakdown_s["compute"] / 2, rel=1e-6)
+    assert b.breakdown_s["memory"] == pytest.approx(a.breakdown_s["memory"], rel=1e-6)
 
 
 def test_data_parallel_allreduce_ring_and_overlap():
     one = predict_train(TINY, gpu(), batch=8, seq=512, devices=1)
     many = predict_train(TINY, gpu(), batch=8 * 16, seq=512, devices=16)  # spans 2 nodes
-    assert one.breakdown["network"] == 0.0
+    assert one.breakdown_s["network"] == 0.0
     from llmbench.models.counting import param_count
     # ring all-reduce 2(n-1)/n x bytes at the node's aggregate NIC bandwidth (8 x 10 GB/s) x network eff
     p = defaults("gpu")
     expect = 2 * 15 / 16 * param_count(TINY) * 2 / (80e9 * p["network"]) + 2 * 15 * 5e-6
-    assert many.breakdown["network"] == pytest.approx(expect, rel=1e-6)
+    assert many.breakdown_s["network"] == pytest.approx(expect, rel=1e-6)
     assert many.tokens_per_s <= 16 * one.tokens_per_s
     # nothing hides the all-reduce when overlap is 0: exposed = the whole all-reduce
     bare = predict_train(TINY, gpu(), batch=8 * 16, seq=512, devices=16, params=p | {"overlap": 0.0})
-    assert bare.breakdown["exposed"] == pytest.approx(expect, rel=1e-6)
+    assert bare.breakdown_s["exposed"] == pytest.approx(expect, rel=1e-6)
     assert bare.tokens_per_s < 16 * one.tokens_per_s
 
 
@@ -117,7 +117,7 @@ def test_grad_accumulation_amortises_the_allreduce():
     kw = dict(seq=512, devices=16)
     g1 = predict_train(TINY, gpu(), batch=16, grad_accum=1, **kw)
     g4 = predict_train(TINY, gpu(), batch=64, grad_accum=4, **kw)
-    assert g1.breakdown["exposed"] > 0
+    assert g1.breakdown_s["exposed"] > 0
     assert g4.samples_per_s > g1.samples_per_s
 
 
@@ -134,7 +134,7 @@ def test_pipeline_bubble():
 
 def test_zero_stages_reduce_memory_and_not_fitting_says_so():
     spec = get_model("gpt3-2.7b")
-    mem = [predict_train(spec, gpu(), batch=8, seq=1024, devices=8, zero=z).memory_per_device_bytes
+    mem = [predict_train(spec, gpu(), batch=8, seq=1024, devices=8, zero=z).peak_mem_bytes
            for z in (0, 1, 2, 3)]
     assert mem == sorted(mem, reverse=True) and mem[3] < mem[0] / 2
     big = predict_train(get_model("llama-2-70b"), gpu(), batch=8, seq=4096)
@@ -162,17 +162,17 @@ def test_weight_streaming_exposes_stream_below_crossover():
     assert hi.bound == "compute"
     # weights in twice (fwd, bwd), gradients out once, over the external link
     from llmbench.models.counting import param_count
-    assert hi.breakdown["stream"] == pytest.approx(3 * param_count(TINY) * 2 / (100e9 * defaults("wafer")["stream"]))
+    assert hi.breakdown_s["stream"] == pytest.approx(3 * param_count(TINY) * 2 / (100e9 * defaults("wafer")["stream"]))
 
 
 def test_weight_streaming_without_external_tier():
     # a GPU streaming from host DRAM: the link is the dram tier; a CPU: its own DRAM copy bandwidth
     r = predict_train(TINY, gpu(), batch=8, seq=512, mode="weight_streaming")
     from llmbench.models.counting import param_count
-    assert r.breakdown["stream"] == pytest.approx(3 * param_count(TINY) * 2 / (25e9 * defaults("gpu")["stream"]))
+    assert r.breakdown_s["stream"] == pytest.approx(3 * param_count(TINY) * 2 / (25e9 * defaults("gpu")["stream"]))
     cpu = get_hardware("cpu")
     c = predict_train(TINY, cpu, batch=2, seq=128, precision="fp32", mode="weight_streaming")
-    assert c.breakdown["stream"] > 0 and c.mode == "weight_streaming"
+    assert c.breakdown_s["stream"] > 0 and c.mode == "weight_streaming"
     assert math.isfinite(streaming_crossover_tokens(TINY, cpu, "fp32"))
 
 
@@ -191,7 +191,7 @@ def test_sparsity_only_where_the_hardware_can_use_it():
     sp = spp.step_time_s
     assert sp < base / 1.3
     # model FLOPs stay dense-equivalent; executed FLOPs drop by the skipped dense-layer work
-    assert spp.hw_tflops_per_device < 0.5 * spp.tflops_per_device
+    assert spp.executed_tflops < 0.5 * spp.achieved_tflops
     g = gpu()
     d = predict_train(spec, g, batch=8, seq=2048, devices=8).step_time_s
     assert predict_train(spec, g, batch=8, seq=2048, devices=8, sparsity=0.3).step_time_s == pytest.approx(d)
@@ -239,7 +239,7 @@ def test_infer_decode_is_memory_bound_and_batch_helps():
     many = predict_infer(spec, hw, batch=32, prompt_len=512, gen_len=128)
     assert many.tokens_per_s > 10 * one.tokens_per_s
     assert many.kv_cache_bytes == pytest.approx(32 * 640 * kv_cache_bytes_per_token(spec))
-    assert many.ttft_s > one.ttft_s
+    assert many.time_to_first_token_s > one.time_to_first_token_s
 
 
 def test_infer_fewest_devices_and_sram_pipeline():
@@ -259,7 +259,7 @@ def test_infer_fewest_devices_and_sram_pipeline():
 def test_encoder_classification_latency():
     hw = get_hardware("a100-80gb")
     bert = get_model("bert-base")
-    lat = [predict_infer(bert, hw, batch=b, prompt_len=128, gen_len=0).latency_s for b in (1, 64, 512)]
+    lat = [predict_infer(bert, hw, batch=b, prompt_len=128, gen_len=0).latency_s_p50 for b in (1, 64, 512)]
     assert lat == sorted(lat)
     with pytest.raises(ValueError):
         predict_infer(bert, hw, batch=1, prompt_len=128, gen_len=5)

@@ -143,7 +143,7 @@ def test_cli_predict_train_json(cli):
     code, out, _ = cli("predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "16",
                        "--seq", "1024", "--devices", "2", "--json")
     d = json.loads(out)
-    assert code == 0 and d["devices"] == 2 and set(d["breakdown"]) == {"compute", "memory", "network", "stream",
+    assert code == 0 and d["devices"] == 2 and set(d["breakdown_s"]) == {"compute", "memory", "network", "stream",
                                                                          "optimizer", "exposed"}
 
 

@@ -96,7 +96,7 @@ def test_cli_results_export(db, cli, tmp_path):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["results", "export", "--format", "xml"], "unknown export format"),
+    (["results", "export", "--format", "xml"], "invalid choice"),
     (["results", "export", "--format", "parquet"], "needs an output file"),
     (["results", "list", "--db", "/nonexistent/dir/none.db"], "no results database"),
 ])

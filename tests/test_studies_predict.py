@@ -53,7 +53,7 @@ def test_cli_predict_json_and_unknown_hardware(tmp_path, capsys):
     s = json.loads(capsys.readouterr().out)
     assert set(s) == {"study", "hardware", "db", "predicted", "block_points_left_out", "counts", "results"}
     assert s["predicted"] == 10 and all(r["source"] == "predicted" for r in s["results"])
-    assert all(r["metrics"]["latency_s"] > 0 for r in s["results"] if r["status"] == "ok")
+    assert all(r["metrics"]["latency_s_p50"] > 0 for r in s["results"] if r["status"] == "ok")
     with pytest.raises(SystemExit) as e:
         main(["study", "predict", "gas", "--hardware", "nope", "--db", db])
     assert e.value.code == 2 and "unknown hardware" in capsys.readouterr().err

@@ -69,3 +69,41 @@ def run_suite(suite: str, config: dict) -> dict:
     finally:
         gc.collect()
         dev.empty_cache(device)
+
+
+def resolve_workload(w, run, device) -> "Workload":  # noqa: F821
+    """The workload as measured here: hardware from the device (point.hardware_for_device),
+    precision from the hardware (point.precision_for), devices = processes under torchrun."""
+    import os
+
+    from llmbench.hardware import get_hardware
+    from llmbench.measure import device as dev
+    from llmbench.point import hardware_for_device, precision_for
+
+    hardware = w.hardware or hardware_for_device(device.type, dev.device_name(device))
+    precision = w.precision
+    if precision is None:
+        try:
+            precision = precision_for(get_hardware(hardware))
+        except ValueError:  # an accelerator with no catalog entry
+            precision = "fp32" if device.type == "cpu" else "bf16"
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return w.with_(hardware=hardware, precision=precision, devices=w.devices or world)
+
+
+def run_workload(w, run) -> tuple:
+    """Measure one Workload with RunOptions here: (the workload as measured, result dict)."""
+    from dataclasses import asdict
+
+    from llmbench.measure import device as dev
+
+    device = dev.resolve(run.device)
+    datasheet = w.hardware  # a catalog entry the user named for MFU; else detected from the device
+    w = resolve_workload(w, run, device)
+    micro, grad_accum = w.micro_steps(dp=w.devices) if w.suite in ("train", "genslm") else (w.batch, 1)
+    config = {**asdict(run), "model": w.model, "batch": micro, "grad_accum": grad_accum,
+              "seq": w.seq_len, "gen_len": w.gen_len, "precision": w.precision,
+              "sparsity": w.sparsity, "hardware": datasheet,
+              **w.resize, **({"head": w.head} if w.head else {})}
+    w = w.with_(micro_batch=micro, grad_accum=grad_accum) if w.suite in ("train", "genslm") else w
+    return w, run_suite(w.suite, config)

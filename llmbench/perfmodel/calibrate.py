@@ -190,7 +190,7 @@ def write_profile(path: Path, rep: dict, source: str) -> None:
 
 # ---------------------------------------------------------------- user points
 
-USER_METRICS = ("samples_per_s", "tokens_per_s", "step_time_s", "tflops_per_device", "achieved_tflops", "mfu")
+USER_METRICS = ("samples_per_s", "tokens_per_s", "step_time_s", "achieved_tflops", "achieved_tflops", "mfu")
 
 
 def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
@@ -299,7 +299,7 @@ def predict_user_point(pt: dict, params: dict) -> float:
     m = pt["metric"]
     if m == "step_time_s":
         return step
-    if m in ("tflops_per_device", "achieved_tflops"):
+    if m in ("achieved_tflops", "achieved_tflops"):
         return f["model_flops"] / step / pt["devices"] / 1e12
     return f[m]
 

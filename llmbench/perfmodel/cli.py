@@ -1,111 +1,186 @@
-"""CLI of the analytical model: predict train|infer, project, calibrate, validate.
+"""`llmbench predict train|infer`, `project`, `calibrate`, `validate`: the analytical model.
 
     llmbench predict train --model gpt2-xl --hardware a100-40gb --batch 64 --seq 1024 --devices 8
     llmbench predict infer --model llama-3.1-8b --hardware cs3 --batch 1 --prompt-len 128 --gen-len 256
     llmbench project --model gpt3-20b --hardware cs2 --dataset pile --batch 256 --seq 2048
-    llmbench calibrate --published
+    llmbench calibrate --published --dry-run
     llmbench validate --json
 
-predict and project parse their options with argparse in llmbench/perfmodel/commands.py (the
-console script reaches them without typer, see llmbench/entry.py); they are registered here too
-so that `llmbench --help` lists them. Imports nothing heavy at import time.
+Options and their defaults come from llmbench.point.Workload; nothing heavy loads before a command
+runs, and the --json path never imports rich.
 """
 from __future__ import annotations
 
-import typer
+from llmbench._cliutil import add_fields, add_json, emit_json, float_in, pairs, values
+from llmbench.point import LAYOUT_FIELDS, Layout, Workload
+from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
-from llmbench.perfmodel.commands import _emit, predict_infer_main, predict_train_main, project_main
+TRAIN_FIELDS = ("model", "hardware", "batch", "seq_len", "devices", "precision", "micro_batch",
+                "grad_accum", "sparsity") + LAYOUT_FIELDS
+INFER_FIELDS = ("model", "hardware", "batch", "seq_len", "gen_len", "devices", "precision", "mode")
 
-def register(app: typer.Typer) -> None:
-    predict_app = typer.Typer(help="Predict training or inference speed on any catalog hardware (analytical model).",
-                              no_args_is_help=True)
-    app.add_typer(predict_app, name="predict")
 
-    fast = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+def register(cli) -> None:
+    g = cli.group("predict", "Predict training or inference speed on any catalog hardware (analytical model).")
+    p = g.command("train", predict_train_cmd)
+    add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "batch", "seq_len"))
+    add_json(p)
+    p = g.command("infer", predict_infer_cmd)
+    add_fields(p, Workload, INFER_FIELDS, required=("model", "hardware"),
+               defaults={"seq_len": 128, "gen_len": 128},
+               help={"batch": "concurrent requests", "seq_len": "prompt tokens per request"},
+               aliases={"seq_len": ["--prompt-len"]})
+    add_json(p)
+    p = cli.command("project", project_cmd)
+    add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "batch", "seq_len"))
+    p.add_argument("--dataset", required=True, help="pile | owt | sst2 | a number of tokens")
+    p.add_argument("--epochs", type=float_in(low=1e-9, name="epochs"), default=1.0, help="epochs (default 1)")
+    add_json(p)
+    p = cli.command("calibrate", calibrate_cmd)
+    p.add_argument("--published", action="store_true", help="refit the profiles from published.csv")
+    p.add_argument("--hardware", help="hardware to fit (with --from; optional with --published)")
+    p.add_argument("--from", dest="source", help="CSV/JSON of result rows or a results SQLite DB")
+    p.add_argument("--out", help="profile to write (with --from; default llmbench-profile-<hw>.json)")
+    p.add_argument("--dry-run", action="store_true", help="fit and report, write nothing")
+    add_json(p)
+    add_json(cli.command("validate", validate_cmd))
 
-    @predict_app.command("train", context_settings=fast, add_help_option=False)
-    def predict_train_cmd(ctx: typer.Context) -> None:
-        """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration
-        (--model --hardware --batch --seq [--devices ...]; --help lists all options)."""
-        predict_train_main(ctx.args)
 
-    @predict_app.command("infer", context_settings=fast, add_help_option=False)
-    def predict_infer_cmd(ctx: typer.Context) -> None:
-        """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache
-        (--model --hardware --batch --prompt-len --gen-len [--devices --precision --mode]; --help)."""
-        predict_infer_main(ctx.args)
+def workload(a, suite: str) -> Workload:
+    """The Workload the parsed options describe."""
+    names = TRAIN_FIELDS if suite == "train" else INFER_FIELDS
+    w = {k: v for k, v in values(a, names).items() if k not in LAYOUT_FIELDS}
+    lay = {k: getattr(a, k) for k in LAYOUT_FIELDS if hasattr(a, k)}
+    return Workload(suite=suite, **w, layout=Layout(**lay))
 
-    @app.command("project", context_settings=fast, add_help_option=False)
-    def project_cmd(ctx: typer.Context) -> None:
-        """Time to train: hours, days and device-hours per epoch of pile | owt | sst2 | TOKENS
-        (--model --hardware --dataset --batch --seq [--epochs and every predict-train option]; --help)."""
-        project_main(ctx.args)
 
-    @app.command("calibrate")
-    def calibrate_cmd(
-        published: bool = typer.Option(False, "--published", help="refit the shipped profiles from published.csv"),
-        hardware: str = typer.Option(None, "--hardware", help="hardware to fit (with --from; optional with --published)"),
-        source: str = typer.Option(None, "--from", help="CSV/JSON of result rows or a results SQLite DB"),
-        out: str = typer.Option(None, "--out", help="profile to write (with --from; default llmbench-profile-<hw>.json)"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="fit and report, write nothing"),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """Fit efficiency parameters by least squares on log error; report points and leave-one-out error."""
-        from llmbench.perfmodel import calibrate as cal
+def _train(a):
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.predict import predict, resolve, train_args
+    from llmbench.perfmodel.train import fit_advice
 
-        if published == bool(source):
-            raise ValueError("give exactly one of --published or --from FILE")
-        if published:
-            reports = cal.calibrate_published(write=not dry_run, only=hardware)
-            if hardware and not reports:
-                raise ValueError(f"no published points for hardware {hardware!r}")
-        else:
-            if not hardware:
-                raise ValueError("--from needs --hardware")
-            rep, _ = cal.calibrate_from(source, hardware)
-            path = out or f"llmbench-profile-{hardware}.json"
-            if not dry_run:
-                cal.write_profile(path, rep, f"llmbench calibrate --from {source}")
-                rep["written"] = path
-            reports = [rep]
-        if json_out:
-            return _emit(reports)
-        for r in reports:
-            loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
-            fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
-            kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"]
-                    else "prior error")
-            typer.echo(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<44} "
-                       f"{kind} {r['fit_mean_abs_error']:.1%}  leave-one-out {loo}  [{fitted}]")
-            if r.get("written"):
-                typer.echo(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
+    w = workload(a, "train")
+    pred = predict(w)
+    if not pred.fits:
+        hw = get_hardware(w.hardware)
+        r = resolve(w, hw)
+        raise ValueError(fit_advice(r.spec(), hw, pred, **{**train_args(r), "mode": pred.mode}))
+    return w, pred
 
-    @app.command("validate")
-    def validate_cmd(json_out: bool = typer.Option(False, "--json", help="JSON output")) -> None:
-        """Every numeric row of published.csv predicted vs published; per-system summary; trends pass/fail."""
-        from llmbench.perfmodel.validate import run
 
-        res = run()
-        if json_out:
-            return _emit(res)
-        typer.echo(f"{'id':<28} {'system':<20} {'metric':<28} {'published':>10} {'predicted':>11} {'error':>8}")
-        for r in res["rows"]:
-            pred = "-" if r["predicted"] is None else f"{r['predicted']:,.4g}"
-            err = r["problem"] or "-" if r["error"] is None else f"{r['error']:+.1%}"
-            flag = "" if r["within_tolerance"] else "  !"
-            typer.echo(f"{r['id']:<28} {r['system']:<20} {r['metric']:<28} {r['published']:>10} {pred:>11} {err:>8}{flag}")
-        typer.echo(f"\n{'system':<22} {'rows':>4} {'mean':>8} {'median':>8} {'max':>8}   (absolute error)")
-        for k, s in res["summary"].items():
-            typer.echo(f"{k:<22} {s['rows']:>4} {s['mean_abs_error']:>8.1%} {s['median_abs_error']:>8.1%} "
-                       f"{s['max_abs_error']:>8.1%}")
-        typer.echo("\nassumptions (settings a row leaves open):")
-        for r in res["rows"]:
-            if r["assumption"]:
-                typer.echo(f"  {r['id']}: {r['assumption']}")
-        typer.echo("")
-        for t in res["trends"]:
-            typer.echo(f"[{'pass' if t['passed'] else 'FAIL'}] {t['id']}: {t['claim']} -- {t['detail']}")
-        typer.echo(f"\nnumeric rows within {res['tolerances']['numeric']:.0%}: {res['numeric_within_tolerance']}"
-                   f"/{res['numeric_rows']}; trends passed {res['trends_passed']}/{res['trends_total']}; "
-                   f"Megatron Table 1 mean abs error {res['megatron_mean_abs_error']:.1%} "
-                   f"(tolerance {res['tolerances']['megatron_mean']:.0%})")
+def predict_train_cmd(a) -> None:
+    """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration."""
+    w, pred = _train(a)
+    d = pred.to_dict()
+    if a.json:
+        return emit_json({**d, "workload": w.to_dict()})
+    nd = 1 if d["achieved_tflops"] >= 1 else 4
+    rows = [("prediction", f"train {w.model} on {d['devices']} x {w.hardware}, batch {w.batch} x {w.seq_len}"),
+            ("mode", d["mode"]), ("devices", d["devices"]), ("step time", fmt_time(d["step_time_s"])),
+            ("tokens/s", f"{d['tokens_per_s']:,.0f}"), ("samples/s", f"{d['samples_per_s']:,.2f}"),
+            ("TFLOP/s per device", f"{d['achieved_tflops']:,.{nd}f} model, {d['executed_tflops']:,.{nd}f} executed"),
+            ("MFU", fmt_frac(d["mfu"])), ("bound", d["bound"]),
+            ("memory per device", fmt_bytes(d["peak_mem_bytes"]))]
+    rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
+    pairs(rows)
+
+
+def predict_infer_cmd(a) -> None:
+    """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache."""
+    from llmbench.perfmodel.predict import predict
+
+    w = workload(a, "infer")
+    pred = predict(w)
+    if not pred.fits:
+        raise ValueError(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
+                         f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
+                         "or use a smaller batch")
+    d = pred.to_dict()
+    if a.json:
+        return emit_json({**d, "workload": w.to_dict()})
+    rows = [("prediction", f"infer {w.model} on {w.hardware}, batch {w.batch}, prompt {w.seq_len}, gen {w.gen_len}"),
+            ("mode", d["mode"]), ("devices", d["devices"]), ("TTFT", fmt_time(d["time_to_first_token_s"])),
+            ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
+            ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", fmt_time(d["latency_s_p50"])),
+            ("bound", d["bound"]), ("KV cache", fmt_bytes(d["kv_cache_bytes"]))]
+    if d["max_batch_x_context"] is not None:
+        rows.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
+    pairs(rows)
+
+
+def project_cmd(a) -> None:
+    """Time to train: hours, days and device-hours per epoch of pile | owt | sst2 | TOKENS."""
+    from llmbench.perfmodel.project import get_dataset, project
+
+    ds = get_dataset(a.dataset)
+    w, pred = _train(a)
+    out = project(ds, pred, epochs=a.epochs)
+    if a.json:
+        return emit_json({**out, "workload": w.to_dict()})
+    size = f"{ds.tokens:,.0f} tokens" if ds.tokens else f"{ds.samples:,.0f} samples"
+    pairs([("data set", f"{ds.name} ({size}) x {a.epochs:g} epoch(s)"), ("source", ds.source),
+           ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
+                          f"({pred.mode}, bound {pred.bound})"),
+           ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"),
+           ("device-hours", f"{out['device_hours']:,.1f}")])
+
+
+def calibrate_cmd(a) -> None:
+    """Fit efficiency parameters by least squares on log error; report points and leave-one-out error."""
+    from llmbench.perfmodel import calibrate as cal
+
+    if a.published == bool(a.source):
+        raise ValueError("give exactly one of --published or --from FILE")
+    if a.published:
+        reports = cal.calibrate_published(write=not a.dry_run, only=a.hardware)
+        if a.hardware and not reports:
+            raise ValueError(f"no published points for hardware {a.hardware!r}")
+    else:
+        if not a.hardware:
+            raise ValueError("--from needs --hardware")
+        rep, _ = cal.calibrate_from(a.source, a.hardware)
+        path = a.out or f"llmbench-profile-{a.hardware}.json"
+        if not a.dry_run:
+            cal.write_profile(path, rep, f"llmbench calibrate --from {a.source}")
+            rep["written"] = path
+        reports = [rep]
+    if a.json:
+        return emit_json(reports)
+    for r in reports:
+        loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
+        fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
+        kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"] else "prior error")
+        print(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<44} "
+              f"{kind} {r['fit_mean_abs_error']:.1%}  leave-one-out {loo}  [{fitted}]")
+        if r.get("written"):
+            print(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
+
+
+def validate_cmd(a) -> None:
+    """Every numeric row of published.csv predicted vs published; per-system summary; trends pass/fail."""
+    from llmbench.perfmodel.validate import run
+
+    res = run()
+    if a.json:
+        return emit_json(res)
+    print(f"{'id':<28} {'system':<20} {'metric':<28} {'published':>10} {'predicted':>11} {'error':>8}")
+    for r in res["rows"]:
+        pred = "-" if r["predicted"] is None else f"{r['predicted']:,.4g}"
+        err = r["problem"] or "-" if r["error"] is None else f"{r['error']:+.1%}"
+        flag = "" if r["within_tolerance"] else "  !"
+        print(f"{r['id']:<28} {r['system']:<20} {r['metric']:<28} {r['published']:>10} {pred:>11} {err:>8}{flag}")
+    print(f"\n{'system':<22} {'rows':>4} {'mean':>8} {'median':>8} {'max':>8}   (absolute error)")
+    for k, s in res["summary"].items():
+        print(f"{k:<22} {s['rows']:>4} {s['mean_abs_error']:>8.1%} {s['median_abs_error']:>8.1%} "
+              f"{s['max_abs_error']:>8.1%}")
+    print("\nassumptions (settings a row leaves open):")
+    for r in res["rows"]:
+        if r["assumption"]:
+            print(f"  {r['id']}: {r['assumption']}")
+    print("")
+    for t in res["trends"]:
+        print(f"[{'pass' if t['passed'] else 'FAIL'}] {t['id']}: {t['claim']} -- {t['detail']}")
+    print(f"\nnumeric rows within {res['tolerances']['numeric']:.0%}: {res['numeric_within_tolerance']}"
+          f"/{res['numeric_rows']}; trends passed {res['trends_passed']}/{res['trends_total']}; "
+          f"Megatron Table 1 mean abs error {res['megatron_mean_abs_error']:.1%} "
+          f"(tolerance {res['tolerances']['megatron_mean']:.0%})")

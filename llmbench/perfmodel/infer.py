@@ -24,11 +24,11 @@ USABLE = 0.9  # share of device memory for weights + KV cache (the rest: activat
 
 @dataclass(frozen=True)
 class InferPrediction:
-    ttft_s: float
+    time_to_first_token_s: float
     decode_tokens_per_s_per_seq: float
     tokens_per_s: float
     """generated tokens per second over the whole batch (encoders: input tokens per second)"""
-    latency_s: float
+    latency_s_p50: float
     """end-to-end: prefill + gen_len decode steps + request overhead"""
     devices: int
     bound: str
@@ -130,9 +130,9 @@ def predict_infer(spec, hw, *, batch, prompt_len, gen_len, devices=None, precisi
 def _result(ttft, t_tok, batch, prompt_len, gen_len, n, bound, kv, mode, fits, mbc, p, encoder):
     latency = ttft + gen_len * t_tok + p["infer_overhead_s"]
     tps = batch * prompt_len / latency if encoder or gen_len == 0 else batch / t_tok
-    return InferPrediction(ttft_s=ttft + p["infer_overhead_s"],
+    return InferPrediction(time_to_first_token_s=ttft + p["infer_overhead_s"],
                            decode_tokens_per_s_per_seq=0.0 if encoder else 1.0 / t_tok,
-                           tokens_per_s=tps, latency_s=latency, devices=int(n), bound=bound,
+                           tokens_per_s=tps, latency_s_p50=latency, devices=int(n), bound=bound,
                            kv_cache_bytes=kv, mode=mode, fits=bool(fits), max_batch_x_context=mbc)
 
 

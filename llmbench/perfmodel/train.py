@@ -28,17 +28,18 @@ class TrainPrediction:
     step_time_s: float
     tokens_per_s: float
     samples_per_s: float
-    tflops_per_device: float
+    achieved_tflops: float
     """model FLOPs (fwd + bwd, no recompute) per second per device, in TFLOP/s"""
-    hw_tflops_per_device: float
+    executed_tflops: float
     """FLOPs executed (with recompute) per second per device"""
     mfu: float | None
     bound: str
     mode: str
     devices: int
-    memory_per_device_bytes: float
+    peak_mem_bytes: float
     fits: bool
-    breakdown: dict
+    breakdown_s: dict
+    """seconds per term: compute, memory, network, stream, optimizer, exposed"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,7 +147,7 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
     """Vectorised step model: every numeric argument may be a numpy array (broadcast together).
 
     Returns arrays: step_time_s, compute, memory, network, stream, stream_exposed, optimizer,
-    exposed, network_exposed, memory_per_device_bytes, fits, model_flops, hw_flops, micro_batch,
+    exposed, network_exposed, peak_mem_bytes, fits, model_flops, hw_flops, micro_batch,
     micro_batches, peak.
     """
     _xp.use_for(batch, seq, devices, grad_accum, tp, pp, sparsity)
@@ -171,7 +172,7 @@ def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accu
                else 0.0)
     hw_fl = hw_fl - skipped * 2.0 * T * sh.dense_params * (3.0 + (1.0 if recompute == "full" else 0.0))
     mem_dev = memory_per_device(spec, hw, c.b, T, c.m, TP, PP, c.dp, precision, recompute, zero, streaming)
-    out.update(compute=c.m * c.comp, memory=c.m * c.mem, memory_per_device_bytes=mem_dev,
+    out.update(compute=c.m * c.comp, memory=c.m * c.mem, peak_mem_bytes=mem_dev,
                fits=mem_dev <= _capacity(hw, streaming, float(sh.params)), model_flops=model_fl * B,
                hw_flops=hw_fl * B, micro_batch=c.b, micro_batches=c.m, peak=c.peak)
     return out
@@ -338,19 +339,19 @@ def predict_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_acc
              "network": f["network_exposed"], "stream": f["stream_exposed"]}
     return TrainPrediction(
         step_time_s=step, tokens_per_s=batch * seq / step, samples_per_s=batch / step,
-        tflops_per_device=f["model_flops"] / step / devices / 1e12,
-        hw_tflops_per_device=f["hw_flops"] / step / devices / 1e12,
+        achieved_tflops=f["model_flops"] / step / devices / 1e12,
+        executed_tflops=f["hw_flops"] / step / devices / 1e12,
         mfu=f["model_flops"] / step / devices / f["peak"], bound=max(cands, key=cands.get),
-        mode=mode, devices=devices, memory_per_device_bytes=f["memory_per_device_bytes"],
+        mode=mode, devices=devices, peak_mem_bytes=f["peak_mem_bytes"],
         fits=bool(f["fits"]),
-        breakdown={k: f[k] for k in ("compute", "memory", "network", "stream", "optimizer", "exposed")},
+        breakdown_s={k: f[k] for k in ("compute", "memory", "network", "stream", "optimizer", "exposed")},
     )
 
 
 def fit_advice(spec, hw, pred: TrainPrediction, **kw) -> str:
     """One line: the point does not fit, and what would."""
     cap = hw.device_memory.capacity_bytes
-    need = pred.memory_per_device_bytes
+    need = pred.peak_mem_bytes
     tips = []
     if kw.get("recompute", "none") != "full":
         tips.append("--recompute full")
@@ -365,7 +366,7 @@ def fit_advice(spec, hw, pred: TrainPrediction, **kw) -> str:
 def sweep_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum=1, tp=1, pp=1,
                 recompute="none", sparsity=0.0, mode="auto", zero=0, params=None) -> dict:
     """Vectorised predict_train over numpy arrays (no per-point validation): dict of arrays with
-    step_time_s, tokens_per_s, samples_per_s, tflops_per_device, mfu, fits and the breakdown."""
+    step_time_s, tokens_per_s, samples_per_s, achieved_tflops, mfu, fits and the breakdown."""
     mode = hw.default_mode_train if mode == "auto" else mode
     r = train_arrays(spec, hw, batch=batch, seq=seq, devices=devices, precision=precision,
                      grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute, sparsity=sparsity,
@@ -375,8 +376,8 @@ def sweep_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum
     step = r["step_time_s"]
     r["tokens_per_s"] = B * T / step
     r["samples_per_s"] = B / step
-    r["tflops_per_device"] = r["model_flops"] / step / D / 1e12
-    r["hw_tflops_per_device"] = r["hw_flops"] / step / D / 1e12
+    r["achieved_tflops"] = r["model_flops"] / step / D / 1e12
+    r["executed_tflops"] = r["hw_flops"] / step / D / 1e12
     r["mfu"] = r["model_flops"] / step / D / r["peak"]
     return r
 

@@ -107,7 +107,7 @@ def _train(model, hw, params, *, batch, seq, devices=1, precision="bf16", grad_a
     f = {k: float(v) for k, v in r.items()}
     step = f["step_time_s"]
     f.update(samples_per_s=batch / step, tokens_per_s=batch * seq / step,
-             hw_tflops_per_device=f["hw_flops"] / step / devices / 1e12,
+             executed_tflops=f["hw_flops"] / step / devices / 1e12,
              mfu=f["model_flops"] / step / devices / f["peak"])
     return f
 
@@ -130,10 +130,10 @@ def predict_row(row: dict, params: dict | None = None) -> float | None:
             return epoch_time_s(DATASETS["pile"], tokens_per_s=r["tokens_per_s"],
                                 samples_per_s=r["samples_per_s"]) / 3600
         return r[metric]
-    if metric == "tflops_per_device":
+    if metric == "achieved_tflops":
         tp, pp = _tp_pp(row["notes"])
         return _train(model, system, params, batch=batch, seq=seq, devices=devices, precision=prec,
-                      tp=tp, pp=pp, recompute="full")["hw_tflops_per_device"]
+                      tp=tp, pp=pp, recompute="full")["executed_tflops"]
     if metric == "mfu":
         spec = get_model(a["model"]).with_(max_seq_len=seq)
         return _train(a["model"], system, params, spec=spec, batch=a["batch"], seq=seq,

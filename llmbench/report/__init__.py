@@ -5,5 +5,5 @@
 
 Layout: `sweeps` (what is predicted), `measure_plan` (what is measured here, with time budgets),
 `rows` (reading results rows tolerantly), `figures` (matplotlib), `tables` (table data + rich),
-`html` (the static page), `reproduce` (the orchestration), `cli` (typer commands).
+`html` (the static page), `reproduce` (the orchestration), `cli` (argparse commands).
 """

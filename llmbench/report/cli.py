@@ -1,4 +1,4 @@
-"""`llmbench reproduce` and `llmbench report` (registered into the main typer app).
+"""`llmbench reproduce` and `llmbench report`.
 
     llmbench reproduce --quick --out out/ [--db PATH]
     llmbench report [--db PATH] [--out DIR]
@@ -7,66 +7,62 @@ Imports nothing heavy at import time: matplotlib, torch and the engines load ins
 """
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
-import typer
-
-DB_HELP = "results database (default $LLMBENCH_DB or ./llmbench-results.db)"
+from llmbench._cliutil import add_db, emit_json
 
 
-def register(app: typer.Typer) -> None:
-    app.command("reproduce")(reproduce_cmd)
-    app.command("report")(report_cmd)
+def register(cli) -> None:
+    p = cli.command("reproduce", reproduce_cmd)
+    p.add_argument("--quick", action=argparse.BooleanOptionalAction, default=True,
+                   help="--quick (default): shrunk studies under time budgets, < 10 min on 2 CPU cores; "
+                        "--no-quick (or --full): the full studies")
+    p.add_argument("--full", dest="quick", action="store_false", help="the full studies (= --no-quick)")
+    p.add_argument("--out", type=Path, default=Path("out"), help="output directory for report.html and img/")
+    add_db(p)
+    p.add_argument("--measure", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the measured studies here (default)")
+    p.add_argument("--json", action="store_true", help="JSON summary (timings, counts, report path)")
+    p = cli.command("report", report_cmd)
+    add_db(p)
+    p.add_argument("--out", type=Path, default=Path("out"), help="output directory for report.html and img/")
+    p.add_argument("--json", action="store_true", help="JSON summary (report path, row counts, images)")
 
 
-def reproduce_cmd(
-    quick: bool = typer.Option(True, "--quick/--full",
-                               help="--quick (default): shrunk studies under time budgets, "
-                                    "< 10 min on 2 CPU cores"),
-    out: Path = typer.Option(Path("out"), "--out", help="output directory for report.html and img/"),
-    db: Path = typer.Option(None, "--db", help=DB_HELP),
-    measure: bool = typer.Option(True, "--measure/--no-measure", help="run the measured studies here"),
-    json_out: bool = typer.Option(False, "--json", help="JSON summary (timings, counts, report path)"),
-) -> None:
+def _log(json_out: bool):
+    return (lambda m: print(m, file=sys.stderr)) if json_out else print
+
+
+def reproduce_cmd(a) -> None:
     """Measure here, predict every catalog accelerator, compare with published, write the report."""
     from llmbench.report.reproduce import reproduce
 
-    log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
     console = None
-    if json_out:  # stdout carries only the JSON; tables and progress go to stderr
-        from rich.console import Console
-
-        console = Console(stderr=True)
-    summary = reproduce(quick=quick, out_dir=out, db_path=db, measure=measure, log=log, console=console)
-    if json_out:
-        from llmbench.cli import emit_json
-
+    if a.json:  # stdout carries only the JSON; tables and progress go to stderr
+        from llmbench._cliutil import console as make_console
+        console = make_console(stderr=True)
+    summary = reproduce(quick=a.quick, out_dir=a.out, db_path=a.db, measure=a.measure,
+                        log=_log(a.json), console=console)
+    if a.json:
         emit_json(summary)
 
 
-def report_cmd(
-    db: Path = typer.Option(None, "--db", help=DB_HELP),
-    out: Path = typer.Option(Path("out"), "--out", help="output directory for report.html and img/"),
-    json_out: bool = typer.Option(False, "--json", help="JSON summary (report path, row counts, images)"),
-) -> None:
+def report_cmd(a) -> None:
     """Build the report (tables, plots, report.html) from whatever the database holds."""
     from llmbench.report.reproduce import report
     from llmbench.results.store import ResultsDB, default_path
 
-    path = default_path(db)
+    path = default_path(a.db)
     if not path.exists():
         raise ValueError(f"no results database at {path}; run 'llmbench reproduce' or pass --db")
-    log = (lambda m: typer.echo(m, err=True)) if json_out else typer.echo
+    kw = {}
+    if a.json:
+        from llmbench._cliutil import console
+        kw["console"] = console(stderr=True)
     with ResultsDB(path) as rdb:
-        if json_out:
-            from rich.console import Console
-
-            summary = report(rdb, out, meta={"db": str(path), "command": "llmbench report"}, log=log,
-                             console=Console(stderr=True))
-        else:
-            summary = report(rdb, out, meta={"db": str(path), "command": "llmbench report"}, log=log)
+        summary = report(rdb, a.out, meta={"db": str(path), "command": "llmbench report"}, log=_log(a.json), **kw)
     summary["db"] = str(path)
-    if json_out:
-        from llmbench.cli import emit_json
-
+    if a.json:
         emit_json(summary)

@@ -43,7 +43,7 @@ def _infer_point(r) -> tuple[float, float] | None:
 
     from .sweeps import spec_of
 
-    lat = metric(r, "latency_s", "ttft_s", "latency_s_p50")
+    lat = metric(r, "latency_s", "time_to_first_token_s", "latency_s_p50")
     try:
         ops = model_ops(spec_of(r.get("model") or "", field(r, "resize")), int(field(r, "batch") or 1),
                         int(field(r, "seq") or 128), str(field(r, "precision") or "bf16"))
@@ -65,7 +65,7 @@ def _roof_points(ax, rows, *, colour, label, measured=False, marker="s") -> bool
         ai = _intensity(r.get("model") or "", field(r, "batch") or 1, field(r, "seq") or 128,
                         str(field(r, "precision") or "bf16"), block=r.get("suite") == "block",
                         resize=field(r, "resize"))
-        y = metric(r, "hw_tflops_per_device", "fwd_bwd_tflops", "tflops_per_device", "achieved_tflops")
+        y = metric(r, "executed_tflops", "fwd_bwd_tflops", "achieved_tflops", "achieved_tflops")
         if ai and y:
             pts.append((ai, y))
     if not pts:
@@ -147,7 +147,7 @@ def draw_block(data: Data):
     precs = [p for p in ("fp32", "fp16", "bf16") if any(field(r, "precision") == p for r in rows)]
     fig, axes = plt.subplots(1, len(precs) + 1, figsize=(4.2 * (len(precs) + 1), 3.6), squeeze=False)
     for ax, p in zip(axes[0], precs):
-        predicted_lines(ax, [r for r in rows if field(r, "precision") == p], "batch", "tflops_per_device")
+        predicted_lines(ax, [r for r in rows if field(r, "precision") == p], "batch", "achieved_tflops")
         ax.set_title(f"predicted, {p}", fontsize=9)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -156,7 +156,7 @@ def draw_block(data: Data):
     if not precs:
         empty(axes[0][0], "no prediction available")
     measured_panel(axes[0][-1], data, "transformer-block", "batch",
-                    ("fwd_bwd_tflops", "achieved_tflops", "tflops_per_device"),
+                    ("fwd_bwd_tflops", "achieved_tflops", "achieved_tflops"),
                     ylabel="TFLOP/s (fwd+bwd)", xlabel="batch", group="precision")
     return figure_legend(fig, axes[0][:-1])
 

@@ -52,7 +52,7 @@ def draw_bert_latency(data: Data):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
     pred = data.predicted("bert-infer-batch")
     ax = axes[0]
-    if predicted_lines(ax, pred, "batch", "latency_s", "ttft_s", scale=1e3):
+    if predicted_lines(ax, pred, "batch", "latency_s_p50", "time_to_first_token_s", scale=1e3):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("batch (sequences of 128)")

@@ -232,7 +232,7 @@ def inference_table(data: Data) -> Table:
         p = pubs.get((r.get("model"), r.get("hardware")))
         pub = "; ".join(f"{k} {fmt(v)}" for k, v in (p.get("metrics") or {}).items()) if p else "-"
         t.rows.append([r.get("model"), style.hw_label(r.get("hardware")), fmt(metric(r, "devices")),
-                       fmt(metric(r, "decode_tokens_per_s_per_seq")), fmt(metric(r, "ttft_s")),
+                       fmt(metric(r, "decode_tokens_per_s_per_seq")), fmt(metric(r, "time_to_first_token_s")),
                        str((r.get("metrics") or {}).get("bound", "-")), pub,
                        reference_of(p) if p else "llmbench predict infer (command in the figure caption)"])
     t.sources = ["published: Cerebras blog 2024-08-27; The Register, Hot Chips 2024"]

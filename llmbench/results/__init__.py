@@ -3,9 +3,16 @@
     llmbench results list --json
     llmbench results export --format csv -o results.csv
 """
-from llmbench.results.store import ResultsDB, point_key
+from __future__ import annotations
 
 __all__ = ["ResultsDB", "point_key", "record_published"]
+
+
+def __getattr__(name):  # lazy: `llmbench.results.cli` loads at CLI start-up without sqlite3
+    if name in ("ResultsDB", "point_key"):
+        from llmbench.results import store
+        return getattr(store, name)
+    raise AttributeError(name)
 
 
 def record_published(db, path=None):

@@ -10,16 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
+from llmbench._cliutil import add_db, add_json, emit_json, headline, table
 
-from llmbench._cliutil import console
-
-DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
-
-
-# metrics shown in the table, first present wins
-_HEADLINE = ("latency_s_p50", "tokens_per_s", "samples_per_s", "fwd_bwd_tflops", "achieved_tflops",
-             "step_time_s", "fwd_bwd_time_s", "latency_s")
+FILTERS = ("study", "source", "suite", "model", "hardware", "status")
 
 
 def _open_existing(db: str | None):
@@ -31,28 +24,17 @@ def _open_existing(db: str | None):
     return ResultsDB(path)
 
 
-def _filters(study, source, suite, model, hardware, status) -> dict:
-    return {"study": study, "source": source, "suite": suite, "model": model,
-            "hardware": hardware, "status": status}
+def _filters(a) -> dict:
+    return {k: getattr(a, k) for k in FILTERS}
 
 
-def headline(metrics: dict) -> str:
-    """The one or two figures that say most: a rate or time, then the fraction of a ceiling."""
-    out = []
-    for name in _HEADLINE:
-        v = metrics.get(name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(f"{name}={v:.4g}")
-            break
-    for name in ("frac_of_ceiling", "mfu", "scaling_efficiency"):
-        v = metrics.get(name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(f"{name}={v:.3g}")
-            break
-    if not out:
-        for name, v in metrics.items():
-            return f"{name}={v:.4g}" if isinstance(v, float) else f"{name}={v}"
-    return " ".join(out)
+def _add_filters(p) -> None:
+    p.add_argument("--study", help="only points of this study")
+    p.add_argument("--source", choices=("measured", "predicted", "published"))
+    p.add_argument("--suite")
+    p.add_argument("--model")
+    p.add_argument("--hardware")
+    p.add_argument("--status", help="ok | oom | error | skipped")
 
 
 def point_summary(point: dict) -> str:
@@ -65,88 +47,67 @@ def point_summary(point: dict) -> str:
 
 
 def print_table(rows: list[dict], title: str) -> None:
-    from rich.table import Table
-
-    t = Table(title=title)
-    for col in ("key", "study", "source", "suite", "model", "hardware", "point", "status", "headline"):
-        t.add_column(col, overflow="fold")
+    out = []
     for r in rows:
         status = r["status"] if not r["error"] else f"{r['status']}: {r['error']}"
-        t.add_row(r["key"][:10], r["study"] or "-", r["source"], r["suite"] or "-", r["model"] or "-",
-                  r["hardware"] or "-", point_summary(r["point"]), status, headline(r["metrics"]))
-    console().print(t)
+        out.append((r["key"][:10], r["study"] or "-", r["source"], r["suite"] or "-", r["model"] or "-",
+                    r["hardware"] or "-", point_summary(r["point"]), status, headline(r["metrics"])))
+    table(title, ("key", "study", "source", "suite", "model", "hardware", "point", "status", "headline"), out)
 
 
-def register(app: typer.Typer) -> None:
-    results_app = typer.Typer(help="Results store (SQLite): list, export, load published values.",
-                              no_args_is_help=True)
-    app.add_typer(results_app, name="results")
+def register(cli) -> None:
+    g = cli.group("results", "Results store (SQLite): list, export, load published values.")
+    p = g.command("list", results_list)
+    add_db(p)
+    _add_filters(p)
+    add_json(p)
+    p = g.command("export", results_export)
+    p.add_argument("--format", "-f", dest="fmt", default="csv", choices=("csv", "json", "parquet"),
+                   help="csv | json | parquet (default csv)")
+    p.add_argument("--output", "-o", help="file (default: stdout; parquet needs one)")
+    add_db(p)
+    _add_filters(p)
+    p.add_argument("--json", action="store_true", help="print a JSON summary of the export")
+    p = g.command("load-published", results_load_published)
+    add_db(p)
+    add_json(p)
 
-    @results_app.command("list")
-    def results_list(
-        db: str = typer.Option(None, "--db", help=DB_HELP),
-        study: str = typer.Option(None, "--study", help="only points of this study"),
-        source: str = typer.Option(None, "--source", help="measured | predicted | published"),
-        suite: str = typer.Option(None, "--suite"),
-        model: str = typer.Option(None, "--model"),
-        hardware: str = typer.Option(None, "--hardware"),
-        status: str = typer.Option(None, "--status", help="ok | oom | error | skipped"),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """List stored results (one row per point)."""
-        with _open_existing(db) as store:
-            rows = store.query(**_filters(study, source, suite, model, hardware, status))
-            path = str(store.path)
-        if json_out:
-            from llmbench.cli import emit_json
 
-            return emit_json(rows)
-        print_table(rows, f"{len(rows)} results in {path}")
+def results_list(a) -> None:
+    """List stored results (one row per point)."""
+    with _open_existing(a.db) as store:
+        rows = store.query(**_filters(a))
+        path = str(store.path)
+    if a.json:
+        return emit_json(rows)
+    print_table(rows, f"{len(rows)} results in {path}")
 
-    @results_app.command("export")
-    def results_export(
-        fmt: str = typer.Option("csv", "--format", "-f", help="csv | json | parquet"),
-        output: str = typer.Option(None, "--output", "-o", help="file (default: stdout; parquet needs one)"),
-        db: str = typer.Option(None, "--db", help=DB_HELP),
-        study: str = typer.Option(None, "--study"),
-        source: str = typer.Option(None, "--source"),
-        suite: str = typer.Option(None, "--suite"),
-        model: str = typer.Option(None, "--model"),
-        hardware: str = typer.Option(None, "--hardware"),
-        status: str = typer.Option(None, "--status"),
-        json_out: bool = typer.Option(False, "--json", help="print a JSON summary of the export"),
-    ) -> None:
-        """Export results as CSV (metrics flattened to columns), JSON or Parquet."""
-        from llmbench.results.export import FORMATS, export
 
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
-        with _open_existing(db) as store:
-            rows = store.query(**_filters(study, source, suite, model, hardware, status))
-        text = export(rows, fmt, output)
-        if json_out:
-            from llmbench.cli import emit_json
+def results_export(a) -> None:
+    """Export results as CSV (metrics flattened to columns), JSON or Parquet."""
+    import sys
 
-            return emit_json({"format": fmt, "rows": len(rows), "output": output})
-        if text is not None:
-            typer.echo(text, nl=False)
-        else:
-            typer.echo(f"wrote {len(rows)} results to {output}", err=True)
+    from llmbench.results.export import export
 
-    @results_app.command("load-published")
-    def results_load_published(
-        db: str = typer.Option(None, "--db", help=DB_HELP),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """Record llmbench/reference/published.csv as source=published results (idempotent)."""
-        from llmbench.results.published import record_published
-        from llmbench.results.store import ResultsDB
+    with _open_existing(a.db) as store:
+        rows = store.query(**_filters(a))
+    text = export(rows, a.fmt, a.output)
+    if a.json:
+        return emit_json({"format": a.fmt, "rows": len(rows), "output": a.output})
+    if text is not None:
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {len(rows)} results to {a.output}", file=sys.stderr)
 
-        with ResultsDB(db) as store:
-            keys = record_published(store)
-            path = str(store.path)
-        if json_out:
-            from llmbench.cli import emit_json
 
-            return emit_json({"db": path, "recorded": len(keys), "keys": keys})
-        typer.echo(f"recorded {len(keys)} published values in {path}")
+def results_load_published(a) -> None:
+    """Record llmbench/reference/published.csv as source=published results (idempotent)."""
+    from llmbench.results.published import record_published
+    from llmbench.results.store import ResultsDB
+
+    with ResultsDB(a.db) as store:
+        keys = record_published(store)
+        path = str(store.path)
+    if a.json:
+        return emit_json({"db": path, "recorded": len(keys), "keys": keys})
+    print(f"recorded {len(keys)} published values in {path}")

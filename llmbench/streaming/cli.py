@@ -3,124 +3,96 @@
     llmbench stream train --model tiny --batch 8 --seq 64 --steps 20 --store disk:/tmp/st --json
     llmbench stream compare --model tiny --width 256 --batch 8 --seq 256 --steps 6 --json
 
-Imports no torch at import time (llmbench.streaming.run is imported inside the commands).
+Imports no torch at import time (llmbench.streaming.run is imported inside the commands). An
+option left out takes StreamConfig's default (declared there once).
 """
 from __future__ import annotations
 
-import typer
+from llmbench._cliutil import add_json, emit_json, float_in, int_in, table
+from llmbench.units import fmt_metric
 
-D = {  # defaults live in StreamConfig; copied here without importing torch
-    "model": "tiny", "batch": 8, "seq": 64, "steps": 20, "store": "ram", "device": "cpu",
-    "prefetch": 1, "sparsity": 0.0, "lr": 1e-3, "seed": 0, "warmup_steps": 1,
-}
-
-stream_app = typer.Typer(help="Weight-streaming training: weights and Adam state in host RAM or on "
-                              "disk, streamed to the device layer by layer (MemoryX/SwarmX).",
-                         no_args_is_help=True)
-
-
-def _config(**kw):
-    from llmbench.streaming.run import DEFAULTS, StreamConfig
-
-    assert all(DEFAULTS[k] == v for k, v in D.items()), "cli defaults drifted from StreamConfig"
-    return StreamConfig(**kw)
-
-
-_model = typer.Option(D["model"], "--model", help="preset name or 'tiny' (4 layers, width 64, vocab 256)")
-_layers = typer.Option(None, "--layers", help="override the number of layers")
-_width = typer.Option(None, "--width", help="override d_model (d_ff = 4 x width)")
-_heads = typer.Option(None, "--heads", help="override the number of heads")
-_vocab = typer.Option(None, "--vocab", help="override the vocabulary size")
-_batch = typer.Option(D["batch"], "--batch", help="sequences per step (per rank)")
-_seq = typer.Option(D["seq"], "--seq", help="tokens per sequence")
-_steps = typer.Option(D["steps"], "--steps", help="optimizer steps")
-_device = typer.Option(D["device"], "--device", help="cpu, cuda, cuda:1, auto ...")
-_prefetch = typer.Option(D["prefetch"], "--prefetch", help="layers loaded ahead of the computing one")
-_lr = typer.Option(D["lr"], "--lr", help="AdamW learning rate")
-_seed = typer.Option(D["seed"], "--seed", help="init and data seed")
-_warm = typer.Option(D["warmup_steps"], "--warmup-steps", help="steps left out of tokens_per_s")
-_json = typer.Option(False, "--json", help="JSON output")
-_db = typer.Option(None, "--db", help="also record the result in this results database (SQLite)")
-_recompute = typer.Option(False, "--recompute", help="keep only block inputs on the device; "
-                          "recompute each block's forward in the backward")
+COMMON = (  # flag, type, help
+    ("model", str, "preset name or 'tiny' (4 layers, width 64, vocab 256)"),
+    ("layers", int_in(1, name="layers"), "override the number of layers"),
+    ("width", int_in(1, name="width"), "override d_model (d_ff = 4 x width)"),
+    ("heads", int_in(1, name="heads"), "override the number of heads"),
+    ("vocab", int_in(2, name="vocab"), "override the vocabulary size"),
+    ("batch", int_in(1, name="batch"), "sequences per step (per rank)"),
+    ("seq", int_in(1, name="seq"), "tokens per sequence"),
+    ("steps", int_in(1, name="steps"), "optimizer steps"),
+    ("device", str, "cpu, cuda, cuda:1, auto ..."),
+    ("prefetch", int_in(0, name="prefetch"), "layers loaded ahead of the computing one"),
+    ("lr", float_in(0.0, name="lr"), "AdamW learning rate"),
+    ("seed", int_in(0, name="seed"), "init and data seed"),
+    ("warmup_steps", int_in(0, name="warmup-steps"), "steps left out of tokens_per_s"),
+)
+TRAIN_ONLY = (
+    ("store", str, "ram | disk:PATH"),
+    ("sparsity", float_in(0.0, 0.999, name="sparsity"), "fraction of each weight matrix pruned (magnitude) and streamed sparse"),
+    ("device_memory_budget", int_in(1, name="device-memory-budget"), "bytes allowed on the device; over it: exit 2"),
+)
+FLAGS = {"resume": "continue from the disk store", "check_ranks": "data parallel: hash each rank's weights every step",
+         "recompute": "keep only block inputs on the device; recompute each block's forward in the backward"}
+TRAIN_KEYS = ["model", "params", "world_size", "tokens_per_s", "step_time_s", "streamed_bytes_per_step",
+              "streamed_fraction_of_dense", "exposed_stream_s_per_step", "optimizer_s_per_step",
+              "exposed_optimizer_s_per_step", "device_weight_bytes_peak", "layer_weight_bytes",
+              "embedding_weight_bytes", "store_bytes"]
+COMPARE_KEYS = ["model", "tokens_per_step", "resident_tokens_per_s", "streamed_tokens_per_s", "ratio",
+                "max_rel_loss_diff", "device_weight_bytes_peak", "layer_weight_bytes", "exposed_stream_s_per_step"]
 
 
-@stream_app.command("train")
-def train(model: str = _model, layers: int = _layers, width: int = _width, heads: int = _heads,
-          vocab: int = _vocab, batch: int = _batch, seq: int = _seq, steps: int = _steps,
-          store: str = typer.Option(D["store"], "--store", help="ram | disk:PATH"),
-          device: str = _device, prefetch: int = _prefetch,
-          sparsity: float = typer.Option(D["sparsity"], "--sparsity", help="fraction of each weight "
-                                         "matrix pruned (magnitude) and streamed sparse"),
-          device_memory_budget: int = typer.Option(None, "--device-memory-budget",
-                                                   help="bytes allowed on the device; over it: exit 2"),
-          resume: bool = typer.Option(False, "--resume", help="continue from the disk store"),
-          check_ranks: bool = typer.Option(False, "--check-ranks", help="data parallel: hash each "
-                                           "rank's weights every step"),
-          recompute: bool = _recompute, lr: float = _lr, seed: int = _seed,
-          warmup_steps: int = _warm, db: str = _db, json_out: bool = _json) -> None:
+def register(cli) -> None:
+    g = cli.group("stream", "Weight-streaming training: weights and Adam state in host RAM or on disk, "
+                            "streamed to the device layer by layer (MemoryX/SwarmX).")
+    for name, fn, opts, flags in (("train", stream_train, COMMON + TRAIN_ONLY, FLAGS),
+                                  ("compare", stream_compare, COMMON, {"recompute": FLAGS["recompute"]})):
+        p = g.command(name, fn)
+        for dest, typ, text in opts:
+            p.add_argument(f"--{dest.replace('_', '-')}", dest=dest, type=typ, default=None,
+                           help=text + " (default: StreamConfig's)")
+        for dest, text in flags.items():
+            p.add_argument(f"--{dest.replace('_', '-')}", dest=dest, action="store_true", default=None, help=text)
+        p.add_argument("--db", help="also record the result in this results database (SQLite)")
+        add_json(p)
+
+
+def _config(a, opts, flags):
+    from llmbench.streaming.run import StreamConfig
+
+    given = {k: getattr(a, k) for k, _, _ in opts}
+    given.update({k: getattr(a, k) for k in flags})
+    return StreamConfig(**{k: v for k, v in given.items() if v is not None})
+
+
+def stream_train(a) -> None:
     """Train with weights and Adam state in a ParameterStore, streamed layer by layer."""
-    cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
-                  seq=seq, steps=steps, store=store, device=device, prefetch=prefetch,
-                  sparsity=sparsity, device_memory_budget=device_memory_budget, resume=resume,
-                  check_ranks=check_ranks, recompute=recompute, lr=lr, seed=seed,
-                  warmup_steps=warmup_steps)
-    from llmbench.streaming.run import run_train
+    from llmbench.streaming.run import record, run_train
 
+    cfg = _config(a, COMMON + TRAIN_ONLY, FLAGS)
     out = run_train(cfg)
     if out["rank"] != 0:
         return
-    if db:
-        from llmbench.streaming.run import record
-        out["result_key"] = record(db, "stream_train", cfg, out)
-    if json_out:
-        from llmbench.cli import emit_json
+    if a.db:
+        out["result_key"] = record(a.db, "stream_train", cfg, out)
+    if a.json:
         return emit_json(out)
-    _print(out, "stream train", ["model", "params", "world_size", "tokens_per_s", "step_time_s",
-                                 "streamed_bytes_per_step", "streamed_fraction_of_dense",
-                                 "exposed_stream_s_per_step", "optimizer_s_per_step",
-                                 "exposed_optimizer_s_per_step", "device_weight_bytes_peak", "layer_weight_bytes",
-                                 "embedding_weight_bytes", "store_bytes"])
-    typer.echo("loss: " + " ".join(f"{x:.4f}" for x in out["loss"]))
+    _print(out, "stream train", TRAIN_KEYS)
+    print("loss: " + " ".join(f"{x:.4f}" for x in out["loss"]))
 
 
-@stream_app.command("compare")
-def compare(model: str = _model, layers: int = _layers, width: int = _width, heads: int = _heads,
-            vocab: int = _vocab, batch: int = _batch, seq: int = _seq, steps: int = _steps,
-            device: str = _device, prefetch: int = _prefetch, recompute: bool = _recompute,
-            lr: float = _lr, seed: int = _seed, warmup_steps: int = _warm, db: str = _db,
-            json_out: bool = _json) -> None:
+def stream_compare(a) -> None:
     """Train the same model resident and streamed (same seed and data, steps alternating)."""
-    cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
-                  seq=seq, steps=steps, device=device, prefetch=prefetch, recompute=recompute,
-                  lr=lr, seed=seed, warmup_steps=warmup_steps)
-    from llmbench.streaming.run import run_compare
+    from llmbench.streaming.run import record, run_compare
 
+    cfg = _config(a, COMMON, ("recompute",))
     out = run_compare(cfg)
-    if db:
-        from llmbench.streaming.run import record
-        out["result_key"] = record(db, "stream_compare", cfg, out)
-    if json_out:
-        from llmbench.cli import emit_json
+    if a.db:
+        out["result_key"] = record(a.db, "stream_compare", cfg, out)
+    if a.json:
         return emit_json(out)
-    _print(out, "stream compare", ["model", "tokens_per_step", "resident_tokens_per_s",
-                                   "streamed_tokens_per_s", "ratio", "max_rel_loss_diff",
-                                   "device_weight_bytes_peak", "layer_weight_bytes",
-                                   "exposed_stream_s_per_step"])
+    _print(out, "stream compare", COMPARE_KEYS)
 
 
 def _print(out: dict, title: str, keys: list[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=title, show_header=False)
-    t.add_column("key")
-    t.add_column("value", justify="right")
-    for k in keys:
-        v = out[k]
-        t.add_row(k, f"{v:,.4g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v))
-    Console().print(t)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(stream_app, name="stream")
+    table(title, ("key", "value"), [(k, fmt_metric(k, out[k]) if not isinstance(out[k], int) else f"{out[k]:,}")
+                                     for k in keys], right=("value",))

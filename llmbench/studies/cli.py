@@ -9,17 +9,9 @@ No torch at import time (the suites import it when a point runs).
 """
 from __future__ import annotations
 
-import os
-import sys
+import argparse
 
-import typer
-
-from llmbench._cliutil import console
-
-DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
-
-
-DEVICE_HELP = "torch device: auto (default: the accelerator if any), cpu, cuda, cuda:1, ..."
+from llmbench._cliutil import add_db, add_device, add_json, emit_json, headline, table
 
 
 def study_rows() -> list[dict]:
@@ -45,159 +37,111 @@ def _varying(points: list[dict]) -> list[str]:
 
 
 def _print_results(summary: dict) -> None:
-    from rich.table import Table
-
-    from llmbench.results.cli import headline
-
     rows = summary["results"]
     axes = _varying([r["point"] for r in rows]) or ["model"]
     c = summary["counts"]
-    t = Table(title=f"{summary['study']}{' (quick)' if summary['quick'] else ''} on {summary['hardware']}")
-    for col in axes + ["status", "result"]:
-        t.add_column(col, overflow="fold")
+    out = []
     for r in rows:
         result = headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")
-        t.add_row(*[str(r["point"].get(k)) for k in axes], r["status"], result)
-    con = console()
-    con.print(t)
-    con.print(f"{c['ok']} ok, {c['oom']} oom, {c['error']} error, {c['skipped']} skipped; this run: "
+        out.append([str(r["point"].get(k)) for k in axes] + [r["status"], result])
+    table(f"{summary['study']}{' (quick)' if summary['quick'] else ''} on {summary['hardware']}",
+          axes + ["status", "result"], out)
+    print(f"{c['ok']} ok, {c['oom']} oom, {c['error']} error, {c['skipped']} skipped; this run: "
               f"ran {summary['ran']}, skipped {summary['skipped_now']}, already recorded "
               f"{summary['already_recorded']}; results in {summary['db']}")
 
 
-def register(app: typer.Typer) -> None:
-    study_app = typer.Typer(help="Published studies as runnable sweeps (YAML specs).",
-                            no_args_is_help=True)
-    app.add_typer(study_app, name="study")
+def register(cli) -> None:
+    g = cli.group("study", "Published studies as runnable sweeps (YAML specs).")
+    add_json(g.command("list", study_list))
+    p = g.command("show", study_show)
+    _name(p)
+    p.add_argument("--quick", action="store_true", help="the shrunk points")
+    add_device(p)
+    add_db(p)
+    p.add_argument("--force", action="store_true", help="plan bf16/fp16 on a CPU too")
+    add_json(p)
+    p = g.command("run", study_run)
+    _name(p)
+    p.add_argument("--quick", action="store_true", help="shrunk sizes that fit a 2-core CPU in minutes")
+    add_device(p)
+    add_db(p)
+    p.add_argument("--force", action="store_true",
+                   help="run bf16/fp16 on a CPU anyway; retry points recorded as skipped")
+    p.add_argument("--redo", action="store_true", help="measure every point again, recorded or not")
+    p.add_argument("--suite-module", help=argparse.SUPPRESS)  # module with run_suite (tests only)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="JSON output (the recorded results)")
+    p = g.command("predict", study_predict)
+    _name(p)
+    p.add_argument("--hardware", help="comma-separated catalog names (default: every accelerator)")
+    add_db(p)
+    add_json(p)
 
-    @study_app.command("list")
-    def study_list(json_out: bool = typer.Option(False, "--json", help="JSON output")) -> None:
-        """List the studies with their point counts and sources."""
-        rows = study_rows()
-        if json_out:
-            from llmbench.cli import emit_json
 
-            return emit_json(rows)
-        from rich.table import Table
+def _name(p) -> None:
+    p.add_argument("name", help="study name (llmbench study list)")
 
-        t = Table(title="llmbench studies")
-        for col in ("name", "suite", "points", "quick", "source", "published"):
-            t.add_column(col, overflow="fold")
-        for r in rows:
-            t.add_row(r["name"], r["suite"], str(r["points"]), str(r["quick_points"]),
-                      f"{r['source']['paper']} {r['source'].get('where', '')}",
-                      str(len(r["published"])))
-        console().print(t)
 
-    @study_app.command("show")
-    def study_show(
-        name: str = typer.Argument(..., help="study name (llmbench study list)"),
-        quick: bool = typer.Option(False, "--quick", help="the shrunk points"),
-        device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        db: str = typer.Option(None, "--db", help=DB_HELP),
-        force: bool = typer.Option(False, "--force", help="plan bf16/fp16 on a CPU too"),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """The study's points and what a run would do with each (run, skip and why, done)."""
-        from llmbench.results.store import ResultsDB
-        from llmbench.studies.runner import plan_study
-        from llmbench.studies.spec import get_study
+def study_list(a) -> None:
+    """List the studies with their point counts and sources."""
+    rows = study_rows()
+    if a.json:
+        return emit_json(rows)
+    table("llmbench studies", ("name", "suite", "points", "quick", "source", "published"),
+          [(r["name"], r["suite"], r["points"], r["quick_points"],
+            f"{r['source']['paper']} {r['source'].get('where', '')}", len(r["published"])) for r in rows])
 
-        spec = get_study(name)
-        with ResultsDB(db) as store:
-            plan = plan_study(spec, store, quick=quick, device=device, force=force)
-        rows = [{"key": p.key, "action": p.action, "reason": p.reason,
-                 "recorded_status": p.recorded_status, "point": p.point} for p in plan.points]
-        info = {"study": spec.name, "title": spec.title, "suite": spec.suite, "source": spec.source,
-                "description": " ".join(spec.description.split()), "published": list(spec.published),
-                "quick": quick, "quick_shrink": " ".join(spec.quick.get("shrink", "").split()),
-                "hardware": plan.local.hardware, "points": rows}
-        if json_out:
-            from llmbench.cli import emit_json
 
-            return emit_json(info)
-        from rich.table import Table
+def study_show(a) -> None:
+    """The study's points and what a run would do with each (run, skip and why, done)."""
+    from llmbench.results.store import ResultsDB
+    from llmbench.studies.runner import describe, plan_study
+    from llmbench.studies.spec import get_study
 
-        from llmbench.studies.runner import describe
+    spec = get_study(a.name)
+    with ResultsDB(a.db) as store:
+        plan = plan_study(spec, store, quick=a.quick, device=a.device, force=a.force)
+    rows = [{"key": p.key, "action": p.action, "reason": p.reason,
+             "recorded_status": p.recorded_status, "point": p.point} for p in plan.points]
+    info = {"study": spec.name, "title": spec.title, "suite": spec.suite, "source": spec.source,
+            "description": " ".join(spec.description.split()), "published": list(spec.published),
+            "quick": a.quick, "quick_shrink": " ".join(spec.quick.get("shrink", "").split()),
+            "hardware": plan.local.hardware, "points": rows}
+    if a.json:
+        return emit_json(info)
+    print(f"{spec.title} ({spec.source['paper']}, {spec.source.get('where', '')})")
+    if a.quick:
+        print(f"quick: {info['quick_shrink']}")
+    table(None, ("point", "action", "reason / status"),
+          [(describe(p.point), p.action, p.reason or p.recorded_status or "") for p in plan.points])
 
-        con = console()
-        con.print(f"[bold]{spec.title}[/bold] ({spec.source['paper']}, {spec.source.get('where', '')})")
-        if quick:
-            con.print(f"quick: {info['quick_shrink']}")
-        t = Table()
-        for col in ("point", "action", "reason / status"):
-            t.add_column(col, overflow="fold")
-        for p in plan.points:
-            t.add_row(describe(p.point), p.action, p.reason or p.recorded_status or "")
-        con.print(t)
 
-    @study_app.command("run")
-    def study_run(
-        name: str = typer.Argument(..., help="study name (llmbench study list)"),
-        quick: bool = typer.Option(False, "--quick", help="shrunk sizes that fit a 2-core CPU in minutes"),
-        device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-        db: str = typer.Option(None, "--db", help=DB_HELP),
-        force: bool = typer.Option(False, "--force",
-                                   help="run bf16/fp16 on a CPU anyway; retry points recorded as skipped"),
-        redo: bool = typer.Option(False, "--redo", help="measure every point again, recorded or not"),
-        json_out: bool = typer.Option(False, "--json", help="JSON output (the recorded results)"),
-        suite_module: str = typer.Option(None, "--suite-module", hidden=True,
-                                         help="module with run_suite(suite, config) (tests only)"),
-        no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar"),
-    ) -> None:
-        """Measure the study's points here; skip (and record why) what cannot run; resume on rerun."""
-        from llmbench.studies.runner import run_study
+def study_run(a) -> None:
+    """Measure the study's points here; skip (and record why) what cannot run; resume on rerun."""
+    from llmbench.studies.runner import run_study
 
-        try:
-            summary = run_study(name, quick=quick, device=device, db=db, force=force, redo=redo,
-                                suite_module=suite_module, progress=not no_progress)
-        except KeyboardInterrupt:
-            typer.echo("interrupted: every finished point is recorded; rerun the same command to "
-                       "finish the study", err=True)
-            # The results DB is closed by now. Exit here: typer.Exit is returned (not raised) by
-            # click under standalone_mode=False, and a SystemExit reaching llmbench.cli.main
-            # meets its `except click.exceptions.Abort`, which typer's vendored click lacks.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        if json_out:
-            from llmbench.cli import emit_json
+    summary = run_study(a.name, quick=a.quick, device=a.device, db=a.db, force=a.force, redo=a.redo,
+                        suite_module=a.suite_module, progress=not a.no_progress)
+    if a.json:
+        return emit_json(summary)
+    _print_results(summary)
 
-            return emit_json(summary)
-        _print_results(summary)
 
-    @study_app.command("predict")
-    def study_predict(
-        name: str = typer.Argument(..., help="study name (llmbench study list)"),
-        hardware: str = typer.Option(None, "--hardware",
-                                     help="comma-separated catalog names (default: every accelerator)"),
-        db: str = typer.Option(None, "--db", help=DB_HELP),
-        json_out: bool = typer.Option(False, "--json", help="JSON output"),
-    ) -> None:
-        """Record the analytical model's predictions for the study's full-size points."""
-        from llmbench.studies.predict import predict_study
+def study_predict(a) -> None:
+    """Record the analytical model's predictions for the study's full-size points."""
+    from llmbench.studies.predict import predict_study
+    from llmbench.studies.runner import describe
 
-        hws = [h.strip() for h in hardware.split(",") if h.strip()] if hardware else None
-        summary = predict_study(name, hws, db)
-        if json_out:
-            from llmbench.cli import emit_json
-
-            return emit_json(summary)
-        from rich.table import Table
-
-        from llmbench.results.cli import headline
-        from llmbench.studies.runner import describe
-
-        t = Table(title=f"{summary['study']} predicted on {len(summary['hardware'])} devices: "
-                        + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()))
-        for col in ("hardware", "point", "status", "result"):
-            t.add_column(col, overflow="fold")
-        for r in summary["results"]:
-            result = headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")
-            t.add_row(r["hardware"], describe(r["point"]), r["status"], result)
-        con = console()
-        con.print(t)
-        if summary["block_points_left_out"]:
-            con.print(f"{summary['block_points_left_out']} block points left out: the analytical "
-                      "model predicts whole models, not one layer")
-        con.print(f"results in {summary['db']}")
+    hws = [h.strip() for h in a.hardware.split(",") if h.strip()] if a.hardware else None
+    summary = predict_study(a.name, hws, a.db)
+    if a.json:
+        return emit_json(summary)
+    rows = [(r["hardware"], describe(r["point"]), r["status"],
+             headline(r["metrics"]) if r["status"] == "ok" else (r["error"] or "")) for r in summary["results"]]
+    table(f"{summary['study']} predicted on {len(summary['hardware'])} devices: "
+          + ", ".join(f"{v} {k}" for k, v in summary["counts"].items()), ("hardware", "point", "status", "result"), rows)
+    if summary["block_points_left_out"]:
+        print(f"{summary['block_points_left_out']} block points left out: the analytical "
+              "model predicts whole models, not one layer")
+    print(f"results in {summary['db']}")
