@@ -18,7 +18,7 @@ METRICS = {"tokens_per_s", "samples_per_s", "step_time_s", "mfu", "achieved_tflo
            "decode_tokens_per_s_per_seq", "latency_s_p50", "scaling_efficiency", "epoch_time_s", "peak_mem_bytes"}
 # metrics of rows carried over unchanged from published.csv (ratios, trends, Megatron Table 1's TFLOP/s)
 LEGACY_METRICS = {"epoch_time_h", "trend", "gas4_over_gas1", "s0.9_over_dense", "speedup_over_1_system",
-                  "per_device_speedup", "speedup", "tflops_per_device", "devices_needed"}
+                  "per_device_speedup", "speedup", "devices_needed"}
 # catalog names: llmbench/hardware/catalog plus the ones being added in parallel (issue 10 brief)
 SYSTEMS = {p.stem for p in (REF.parent / "hardware" / "catalog").glob("*.toml")} | {
     "a100-40gb", "a100-80gb", "h100-sxm", "h200-sxm", "mi250", "gaudi2", "sn30", "bow-ipu", "cs2", "cs3",
