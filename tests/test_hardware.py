@@ -122,7 +122,11 @@ def test_nvidia_datasheet_figures():
     assert a40.peak_flops_sparse["bf16"] == 624e12
     assert (a40.device_memory.bandwidth_bytes_per_s, a80.device_memory.bandwidth_bytes_per_s) == (1555e9, 2039e9)
     assert h100.peak("bf16") == h200.peak("bf16") == pytest.approx(989.4e12)
-    assert h200.device_memory.capacity_bytes == 141e9 and h200.device_memory.bandwidth_bytes_per_s == 4.8e12
+    assert h200.device_memory.bandwidth_bytes_per_s == 4.8e12
+    # NVIDIA's "GB" of HBM is binary: nvidia-smi shows 40,960 / 81,920 / 81,559 / 143,771 MiB
+    gib = 2**30
+    assert [hw.device_memory.capacity_bytes for hw in (a40, a80, h100, h200)] == [40 * gib, 80 * gib,
+                                                                                 80 * gib, 141 * gib]
     for hw in (a40, a80, h100, h200):
         assert hw.structured_sparsity == "2:4" and hw.kind == "gpu"
         assert hw.tier("dram") is not None, "GPUs carry a host DRAM tier"
