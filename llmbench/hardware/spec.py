@@ -324,7 +324,7 @@ def save_profile(name: str, overrides: dict, replace: bool = False) -> Path:
     current = {} if replace or not path.is_file() else _read_profile(path)
     merged = merge_overrides(current, overrides, str(path))
     merged.pop("overlay", None)
-    _build(_apply(name, _shipped().get(name), merged, str(path)), str(path))  # validate first
+    _build(_apply(name, _base(name), merged, str(path)), str(path))  # validate first
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.", suffix=".json.tmp")
     try:
@@ -355,6 +355,15 @@ def _shipped() -> dict[str, dict]:
         data = _read_toml(path)
         out[data.get("name", path.stem)] = data
     return out
+
+
+def _base(name: str) -> dict | None:
+    """The spec dict a profile of `name` lies over: shipped, or a $LLMBENCH_HARDWARE_PATH file."""
+    if name in _shipped():
+        return _shipped()[name]
+    from .userfile import path_entries
+
+    return path_entries(os.environ.get(HARDWARE_PATH_VAR, ""), {}).get(name)
 
 
 @lru_cache(maxsize=8)

@@ -255,15 +255,11 @@ def to_toml(data: dict) -> str:
     """TOML text of a spec dict (scalars, tables, then [[memory_tiers]]); tomllib reads it back equal."""
     lines = [f"{_key(k)} = {_value(v)}" for k, v in data.items()
              if v is not None and not isinstance(v, (dict, list, tuple))]
-    for k in ("peak_flops", "peak_flops_sparse", "efficiency"):
-        if data.get(k):
-            lines += ["", f"[{k}]"] + [f"{_key(d)} = {_value(x)}" for d, x in data[k].items()]
-    for tier in data.get("memory_tiers", ()):
-        lines += ["", "[[memory_tiers]]"] + [f"{_key(a)} = {_value(b)}" for a, b in tier.items()]
-    if data.get("interconnect"):
-        lines += ["", "[interconnect]"] + [f"{_key(a)} = {_value(b)}" for a, b in data["interconnect"].items()]
-    if data.get("sources"):
-        lines += ["", "[sources]"] + [f"{_key(a)} = {_value(b)}" for a, b in data["sources"].items()]
+    for k in ("peak_flops", "peak_flops_sparse", "efficiency", "memory_tiers", "interconnect", "sources"):
+        tables = data.get(k) if isinstance(data.get(k), (list, tuple)) else [data.get(k)]
+        for table in [t for t in tables if isinstance(t, dict) and (t or k == "peak_flops")]:
+            head = f"[[{k}]]" if k == "memory_tiers" else f"[{k}]"
+            lines += ["", head] + [f"{_key(a)} = {_value(b)}" for a, b in table.items()]
     return "\n".join(lines) + "\n"
 
 
