@@ -22,7 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 CATALOG = REPO / "llmbench" / "hardware" / "catalog"
 FILES = sorted(CATALOG.glob("*.toml"))
 EXPECTED = {"a100-40gb", "a100-80gb", "h100-sxm", "h200-sxm", "mi250", "gaudi2", "sn30", "bow-ipu",
-            "cs2", "cs3", "cpu"}
+            "cs2", "cs3", "cpu",
+            # the accelerators users have in 2026 (issue 15)
+            "b200", "gb200-nvl72", "h100-pcie", "l40s", "mi300x", "mi325x", "gaudi3", "tpu-v5e", "tpu-v5p",
+            "tpu-v6e", "sn40l"}
 
 
 @pytest.fixture(autouse=True)
@@ -63,7 +66,7 @@ def test_catalog_has_every_expected_entry():
 def test_file_parses_and_name_matches_file(path):
     hw = spec.load_file(path)
     assert hw.name == path.stem
-    assert hw.display_name and hw.vendor and hw.kind in ("gpu", "wafer", "rdu", "ipu", "hpu", "cpu")
+    assert hw.display_name and hw.vendor and hw.kind in ("gpu", "tpu", "wafer", "rdu", "ipu", "hpu", "cpu")
     assert hw.notes, "say where the numbers come from and which disagreements were settled"
 
 
@@ -122,7 +125,11 @@ def test_nvidia_datasheet_figures():
     assert a40.peak_flops_sparse["bf16"] == 624e12
     assert (a40.device_memory.bandwidth_bytes_per_s, a80.device_memory.bandwidth_bytes_per_s) == (1555e9, 2039e9)
     assert h100.peak("bf16") == h200.peak("bf16") == pytest.approx(989.4e12)
-    assert h200.device_memory.capacity_bytes == 141e9 and h200.device_memory.bandwidth_bytes_per_s == 4.8e12
+    assert h200.device_memory.bandwidth_bytes_per_s == 4.8e12
+    # NVIDIA's "GB" of HBM is binary: nvidia-smi shows 40,960 / 81,920 / 81,559 / 143,771 MiB
+    gib = 2**30
+    assert [hw.device_memory.capacity_bytes for hw in (a40, a80, h100, h200)] == [40 * gib, 80 * gib,
+                                                                                 80 * gib, 141 * gib]
     for hw in (a40, a80, h100, h200):
         assert hw.structured_sparsity == "2:4" and hw.kind == "gpu"
         assert hw.tier("dram") is not None, "GPUs carry a host DRAM tier"
@@ -169,14 +176,15 @@ def test_cpu_is_a_marked_placeholder():
 
 # ---------------------------------------------------------------- names
 
-@pytest.mark.parametrize("query, expected", [("A100-80GB", "a100-80gb"), ("gaudi", "gaudi2"),
-                                             ("bow", "bow-ipu"), (" cs3 ", "cs3")])
+@pytest.mark.parametrize("query, expected", [("A100-80GB", "a100-80gb"), ("gaudi2", "gaudi2"), ("nvl72", "gb200-nvl72"),
+                                             ("bow", "bow-ipu"), (" cs3 ", "cs3"), ("v6e", "tpu-v6e")])
 def test_lookup_exact_then_unique_fuzzy(query, expected):
     assert get_hardware(query).name == expected
 
 
 @pytest.mark.parametrize("query, suggestion", [("a100", "a100-40gb"), ("h100-sxm5", "h100-sxm"),
-                                               ("mi205", "mi250")])
+                                               ("mi205", "mi250"), ("gaudi", "gaudi3"), ("h100", "h100-pcie"),
+                                               ("tpu", "tpu-v5p")])
 def test_unknown_name_suggests_the_closest(query, suggestion):
     with pytest.raises(UnknownHardware, match="did you mean") as e:
         get_hardware(query)
@@ -315,3 +323,78 @@ def test_catalog_name_for_a_torch_device_name():
     assert catalog_name_for_device("NVIDIA A100-SXM4-80GB") == "a100-80gb"
     assert catalog_name_for_device("cs2") == "cs2"
     assert catalog_name_for_device("Apple M2") is None
+
+
+# ---------------------------------------------------------------- power, price, units, 2026 entries
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_power_and_price_are_given_or_their_absence_explained(name):
+    hw = get_hardware(name)
+    if hw.power_w is None:
+        assert "No power_w" in hw.notes, "say in notes why no power figure is given"
+    else:
+        assert 1.0 <= hw.power_w <= 50_000 and hw.sources["power_w"]
+    if hw.price_per_device_hour_usd is None:
+        assert "No price" in hw.notes, "say in notes why no price is given"
+    else:
+        assert 0.1 <= hw.price_per_device_hour_usd <= 1000
+        source = hw.sources["price_per_device_hour_usd"]
+        assert "2026-" in source or "amortis" in source or "year" in source, "a price needs its date or life"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n not in ("cpu",)))
+def test_gpu_and_gaudi_hbm_is_a_whole_number_of_gib(name):
+    # datasheets' "GB" of HBM/GDDR is 2^30 bytes (nvidia-smi 81,559 MiB on an "80 GB" H100; hl-smi
+    # 98,304 MiB on a 96 GB Gaudi2; rocm-smi 191.7 GiB on a 192 GB MI300X): issue 10 step 2
+    hw = get_hardware(name)
+    if hw.kind not in ("gpu", "hpu", "tpu"):
+        return
+    cap = hw.device_memory.capacity_bytes
+    assert cap % 2**30 == 0, f"{name}: {cap:.0f} bytes is not whole GiB"
+    assert "2^30" in hw.sources[f"memory_tiers.{hw.device_memory.name}.capacity_bytes"] or "GiB" in \
+        hw.sources[f"memory_tiers.{hw.device_memory.name}.capacity_bytes"]
+
+
+def test_2026_datasheet_figures():
+    b200, gb, pcie, l40s = (get_hardware(n) for n in ("b200", "gb200-nvl72", "h100-pcie", "l40s"))
+    assert (b200.peak("bf16"), b200.peak("fp8"), b200.peak_flops_sparse["fp8"]) == (2250e12, 4500e12, 9000e12)
+    assert (gb.peak("bf16"), gb.power_w, gb.interconnect.devices_per_node) == (2500e12, 1200.0, 72)
+    assert b200.interconnect.devices_per_node == 8 and b200.device_memory.bandwidth_bytes_per_s == 8e12
+    assert (pcie.peak("bf16"), pcie.device_memory.bandwidth_bytes_per_s, pcie.power_w) == (756e12, 2e12, 350.0)
+    assert l40s.device_memory.name == "gddr6" and l40s.tier("hbm") is l40s.device_memory
+    mi300x, mi325x, g3 = get_hardware("mi300x"), get_hardware("mi325x"), get_hardware("gaudi3")
+    assert mi300x.peak("bf16") == mi325x.peak("bf16") == 1307.4e12  # AMD: same CDNA3 compute
+    assert mi325x.device_memory.capacity_bytes == 256 * 2**30 > mi300x.device_memory.capacity_bytes
+    assert g3.peak("bf16") == g3.peak("fp8") == 1835e12 and g3.interconnect.bandwidth_bytes_per_s == 2 * 262.5e9
+    for name, bf16, hbm_gib in (("tpu-v5e", 197e12, 16), ("tpu-v5p", 459e12, 95), ("tpu-v6e", 918e12, 32)):
+        tpu = get_hardware(name)
+        assert (tpu.kind, tpu.peak("bf16"), tpu.peak("fp32")) == ("tpu", bf16, None)
+        assert tpu.device_memory.capacity_bytes == hbm_gib * 2**30 and tpu.interconnect.topology == "torus"
+    sn40l = get_hardware("sn40l")
+    assert sn40l.device_memory.name == "hbm" and sn40l.tier("dram").capacity_bytes == 1.5e12
+
+
+def test_cs2_power_is_the_system_figure_of_seed_001():
+    cs2 = get_hardware("cs2")
+    assert cs2.power_w == 20_000 and "seed 001" in cs2.sources["power_w"]
+    assert cs2.price_per_device_hour_usd == pytest.approx(2.5e6 / (5 * 8760), abs=0.01)
+
+
+@pytest.mark.parametrize("device, entry", [("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200-nvl72"),
+                                           ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA L40S", "l40s"),
+                                           ("AMD Instinct MI300X", "mi300x"), ("AMD Instinct MI325X", "mi325x"),
+                                           ("HL-325L", "gaudi3")])
+def test_torch_names_of_the_new_devices(device, entry):
+    from llmbench.hardware.spec import catalog_name_for_device
+
+    assert catalog_name_for_device(device) == entry
+
+
+def test_spec_rejects_a_bad_price_power_or_kind():
+    base = get_hardware("h100-sxm")
+    from dataclasses import replace
+
+    for change, word in (({"price_per_device_hour_usd": 0.0}, "price"), ({"power_w": -1.0}, "power_w"),
+                         ({"kind": "fpga"}, "kind")):
+        with pytest.raises(ValueError, match=word):
+            replace(base, **change)

@@ -12,6 +12,10 @@ Measured or calibrated values live outside the package, in $LLMBENCH_HOME/hardwa
     from llmbench.hardware import save_profile
     save_profile("cpu", {"peak_flops": {"fp32": 1.1e11}})   # what `llmbench measure ceilings` does
 
+A user's own accelerator is a TOML file of the same schema (llmbench/hardware/userfile.py):
+get_hardware("./mine.toml") loads one, $LLMBENCH_HARDWARE_PATH adds folders of them to catalog(),
+and init_toml("h100-sxm") returns an entry's TOML as a starting point.
+
 See docs/hardware.md; `llmbench hardware list` prints the table.
 """
 from __future__ import annotations
@@ -26,14 +30,19 @@ from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
+from llmbench.errors import BadInput
+
 CATALOG_DIR = Path(__file__).parent / "catalog"
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 TIER_ROLES = ("sram", "hbm", "dram", "external")
 MODES = ("resident", "weight_streaming", "sram_pipeline")
+KINDS = ("gpu", "tpu", "wafer", "rdu", "ipu", "hpu", "cpu")
+TOPOLOGIES = ("switch", "ring", "torus", "tree", "mesh")
+HARDWARE_PATH_VAR = "LLMBENCH_HARDWARE_PATH"
 
 
-class UnknownHardware(ValueError):
-    pass
+class UnknownHardware(BadInput):
+    """An unknown hardware name (bad user input: one line, exit 2 from the CLI)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +76,14 @@ class Interconnect:
     inter_node_bandwidth_bytes_per_s: float = 0.0
     """per device, one direction, between nodes (0: same as bandwidth_bytes_per_s)"""
 
+    def __post_init__(self) -> None:
+        if self.bandwidth_bytes_per_s <= 0 or self.latency_s < 0 or self.inter_node_bandwidth_bytes_per_s < 0:
+            raise ValueError(f"interconnect {self.name!r}: bandwidths must be positive, latency not negative")
+        if self.topology not in TOPOLOGIES:
+            raise ValueError(f"interconnect {self.name!r}: topology must be one of {TOPOLOGIES}, got {self.topology!r}")
+        if int(self.devices_per_node) != self.devices_per_node or self.devices_per_node < 1:
+            raise ValueError(f"interconnect {self.name!r}: devices_per_node must be a whole number >= 1")
+
 
 @dataclass(frozen=True, kw_only=True)
 class HardwareSpec:
@@ -74,7 +91,7 @@ class HardwareSpec:
     display_name: str
     vendor: str
     kind: str
-    """gpu | wafer | rdu | ipu | hpu | cpu"""
+    """gpu | tpu | wafer | rdu | ipu | hpu | cpu"""
     peak_flops: dict[str, float]
     """dense FLOP/s per dtype (fp32, tf32, fp16, bf16, fp8); missing = unsupported"""
     peak_flops_sparse: dict[str, float] = field(default_factory=dict)
@@ -83,6 +100,10 @@ class HardwareSpec:
     """fastest first"""
     interconnect: Interconnect | None = None
     power_w: float | None = None
+    """device TDP / board power in W (Cerebras: the whole CS system); None where none is published"""
+    price_per_device_hour_usd: float | None = None
+    """a public cloud on-demand list price per device-hour in USD, or a purchase price amortised over
+    a stated life (the source says which, and when); None where none is public"""
     skips_zero_weights: bool = False
     """unstructured weight sparsity saves compute (dataflow cores skip zeros: Cerebras WSE)"""
     structured_sparsity: str = ""
@@ -96,8 +117,16 @@ class HardwareSpec:
     notes: str = ""
     overlay: str = ""
     """path of the measured/calibrated profile applied on top of the shipped file ('' if none)"""
+    origin_file: str = field(default="", compare=False)
+    """path of the user hardware file this entry was read from ('' for shipped entries)"""
 
     def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"hardware {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        for key in ("power_w", "price_per_device_hour_usd"):
+            value = getattr(self, key)
+            if value is not None and not value > 0:
+                raise ValueError(f"hardware {self.name!r}: {key} must be positive, got {value!r}")
         for dt, v in {**self.peak_flops, **self.peak_flops_sparse}.items():
             if dt not in DTYPES:
                 raise ValueError(f"hardware {self.name!r}: unknown dtype {dt!r} in peak_flops")
@@ -134,12 +163,13 @@ class HardwareSpec:
             "peak_flops_sparse": dict(self.peak_flops_sparse),
             "memory_tiers": [t.__dict__.copy() for t in self.memory_tiers],
             "interconnect": self.interconnect.__dict__.copy() if self.interconnect else None,
-            "power_w": self.power_w, "skips_zero_weights": self.skips_zero_weights,
+            "power_w": self.power_w, "price_per_device_hour_usd": self.price_per_device_hour_usd,
+            "skips_zero_weights": self.skips_zero_weights,
             "structured_sparsity": self.structured_sparsity,
             "default_mode_train": self.default_mode_train,
             "default_mode_infer": self.default_mode_infer,
             "efficiency": dict(self.efficiency), "sources": dict(self.sources), "notes": self.notes,
-            "overlay": self.overlay,
+            "overlay": self.overlay, "origin_file": self.origin_file,
         }
 
 
@@ -217,7 +247,7 @@ def merge_overrides(base: dict, overrides: dict, origin: str = "profile") -> dic
     """The spec dict `base` with `overrides` laid on top (rules above); `base` is not changed."""
     unknown = sorted(set(overrides) - _FIELDS)
     if unknown:
-        raise ValueError(f"{origin}: unknown hardware field(s) {', '.join(unknown)}")
+        raise BadInput(f"{origin}: unknown hardware field(s) {', '.join(unknown)}")
     out = copy.deepcopy(base)
     for key, value in overrides.items():
         if key == "memory_tiers":
@@ -252,9 +282,9 @@ def _read_profile(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"hardware profile {path}: {e}") from None
+        raise BadInput(f"hardware profile {path}: {e}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"hardware profile {path}: expected a JSON object of fields")
+        raise BadInput(f"hardware profile {path}: expected a JSON object of fields")
     return data
 
 
@@ -294,7 +324,7 @@ def save_profile(name: str, overrides: dict, replace: bool = False) -> Path:
     current = {} if replace or not path.is_file() else _read_profile(path)
     merged = merge_overrides(current, overrides, str(path))
     merged.pop("overlay", None)
-    _build(_apply(name, _shipped().get(name), merged, str(path)), str(path))  # validate first
+    _build(_apply(name, _base(name), merged, str(path)), str(path))  # validate first
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.", suffix=".json.tmp")
     try:
@@ -327,9 +357,22 @@ def _shipped() -> dict[str, dict]:
     return out
 
 
+def _base(name: str) -> dict | None:
+    """The spec dict a profile of `name` lies over: shipped, or a $LLMBENCH_HARDWARE_PATH file."""
+    if name in _shipped():
+        return _shipped()[name]
+    from .userfile import path_entries
+
+    return path_entries(os.environ.get(HARDWARE_PATH_VAR, ""), {}).get(name)
+
+
 @lru_cache(maxsize=8)
-def _catalog(home: str) -> dict[str, HardwareSpec]:
+def _catalog(home: str, hardware_path: str) -> dict[str, HardwareSpec]:
+    from .userfile import path_entries
+
     out = {name: _with_profile(name, data) for name, data in _shipped().items()}
+    for name, data in path_entries(hardware_path, {n: CATALOG_DIR / f"{n}.toml" for n in out}).items():
+        out[name] = _with_profile(name, data)
     profiles = Path(home) / "hardware"
     if profiles.is_dir():
         for path in sorted(profiles.glob("*.json")):
@@ -339,8 +382,9 @@ def _catalog(home: str) -> dict[str, HardwareSpec]:
 
 
 def catalog() -> dict[str, HardwareSpec]:
-    """Every device: shipped catalog files with $LLMBENCH_HOME/hardware/*.json applied (cached)."""
-    return _catalog(str(llmbench_home()))
+    """Every device: the shipped catalog files, the user files in $LLMBENCH_HARDWARE_PATH's folders,
+    and measured-only devices, with $LLMBENCH_HOME/hardware/*.json applied (cached)."""
+    return _catalog(str(llmbench_home()), os.environ.get(HARDWARE_PATH_VAR, ""))
 
 
 def clear_cache() -> None:
@@ -352,11 +396,25 @@ def clear_cache() -> None:
 catalog.cache_clear = clear_cache  # type: ignore[attr-defined]  # catalog() was an lru_cache before
 
 
+def is_hardware_file(name: str) -> bool:
+    """A --hardware value that names a file: it ends in .toml or contains a path separator."""
+    name = name.strip()
+    return name.lower().endswith(".toml") or "/" in name or os.sep in name
+
+
 def get_hardware(name: str) -> HardwareSpec:
+    """A catalog entry by name (exact, then a unique substring), or a user's hardware file by path
+    (any value ending in .toml or holding a '/', or an existing file that is no catalog name)."""
+    from .userfile import load_user_file
+
+    if is_hardware_file(name):
+        return load_user_file(name.strip())
     table = catalog()
     key = name.strip().lower()
     if key in table:
         return table[key]
+    if key and Path(name.strip()).is_file():
+        return load_user_file(name.strip())
     hits = [n for n in table if key and key in n]
     if len(hits) == 1:
         return table[hits[0]]
@@ -365,10 +423,14 @@ def get_hardware(name: str) -> HardwareSpec:
     raise UnknownHardware(f"unknown hardware {name!r}{hint}")
 
 
-# torch device name (lower case) fragment -> catalog entry; first match wins (H200 before H100)
-DEVICE_NAME_FRAGMENTS = (("h200", "h200-sxm"), ("h100", "h100-sxm"), ("a100-sxm4-80gb", "a100-80gb"),
-                         ("a100 80gb", "a100-80gb"), ("a100-pcie-80gb", "a100-80gb"), ("a100", "a100-40gb"),
-                         ("mi250", "mi250"), ("gaudi2", "gaudi2"), ("hl-225", "gaudi2"))
+# torch device name (lower case) fragment -> catalog entry; first match wins (H200 before H100,
+# GB200 before B200, H100 PCIe before H100)
+DEVICE_NAME_FRAGMENTS = (("h200", "h200-sxm"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),
+                         ("gb200", "gb200-nvl72"), ("b200", "b200"), ("l40s", "l40s"),
+                         ("a100-sxm4-80gb", "a100-80gb"), ("a100 80gb", "a100-80gb"),
+                         ("a100-pcie-80gb", "a100-80gb"), ("a100", "a100-40gb"),
+                         ("mi325x", "mi325x"), ("mi300x", "mi300x"), ("mi250", "mi250"),
+                         ("gaudi3", "gaudi3"), ("hl-325", "gaudi3"), ("gaudi2", "gaudi2"), ("hl-225", "gaudi2"))
 
 
 def catalog_name_for_device(device_name: str) -> str | None:
