@@ -86,8 +86,12 @@ class Stubbed(Exception):
 
 
 @pytest.fixture
-def stubs(monkeypatch):
-    """Engines that would start real work return a canned result instead."""
+def stubs(monkeypatch, tmp_path):
+    """Engines that would start real work return a canned result instead; the commands run in a
+    scratch directory (names like `nope` or `~` become files there) with a scratch LLMBENCH_HOME."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LLMBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LLMBENCH_DB", raising=False)
     import llmbench.measure.suites as suites
     import llmbench.studies.runner as runner
 
@@ -203,7 +207,7 @@ def test_garbage_words_and_unknown_options(capsys, files, stubs, path):
         check(capsys, [*path, *_base(files).get(path, []), *extra])
 
 
-def test_random_training_workloads(capsys):
+def test_random_training_workloads(capsys, stubs):
     """Random numbers for every predict-train knob: a prediction with strict JSON, or one line."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st

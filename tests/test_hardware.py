@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tomllib
+from llmbench._toml import tomllib
 from pathlib import Path
 
 import pytest

@@ -7,7 +7,7 @@ shadowing, file limits.
 from __future__ import annotations
 
 import os
-import tomllib
+from llmbench._toml import tomllib
 from dataclasses import fields
 from pathlib import Path
 

@@ -2,6 +2,9 @@
 
     llmbench hardware list
     llmbench hardware show cs2 --json
+    llmbench hardware init --like h100-sxm --name my-gpu > my-gpu.toml
+    llmbench hardware check my-gpu.toml
+    llmbench predict train --hardware ./my-gpu.toml ...      # or a folder in $LLMBENCH_HARDWARE_PATH
 """
 from __future__ import annotations
 
@@ -13,8 +16,34 @@ def register(cli) -> None:
     g = cli.group("hardware", "Hardware catalog: peaks, memory tiers, interconnect, sources.")
     add_json(g.command("list", hardware_list))
     p = g.command("show", hardware_show)
-    p.add_argument("name", help="catalog name, e.g. a100-80gb")
+    p.add_argument("name", help="catalog name (e.g. a100-80gb) or a user hardware .toml file")
     add_json(p)
+    p = g.command("init", hardware_init)
+    p.add_argument("--like", required=True, help="catalog entry to start from, e.g. h100-sxm")
+    p.add_argument("--name", help="the new entry's name (needed before the file goes into "
+                                  "a $LLMBENCH_HARDWARE_PATH folder)")
+    p = g.command("check", hardware_check)
+    p.add_argument("file", help="a user hardware .toml file")
+    add_json(p)
+
+
+def hardware_init(a) -> None:
+    """Print a catalog entry as TOML, the start of a file for your own accelerator."""
+    from llmbench.hardware.userfile import init_toml
+
+    print(init_toml(a.like, a.name), end="")
+
+
+def hardware_check(a) -> None:
+    """Validate a user hardware file; list the numbers that carry no source."""
+    from llmbench.hardware.userfile import check_user_file
+
+    res = check_user_file(a.file)
+    if a.json:
+        return emit_json({"name": res.spec.name, "file": a.file, "warnings": list(res.warnings)})
+    print(f"{a.file}: {res.spec.name} ({res.spec.display_name}) is valid")
+    for w in res.warnings:
+        print(f"warning: {w}")
 
 
 def hardware_list(a) -> None:
@@ -59,6 +88,10 @@ def hardware_show(a) -> None:
                                      f"{fmt_time(ic.latency_s)}, {ic.topology}"))
     if hw.power_w:
         rows.append(("power", f"{hw.power_w:,.0f} W"))
+    if hw.price_per_device_hour_usd:
+        rows.append(("price", f"${hw.price_per_device_hour_usd:,.2f} per device-hour"))
+    if hw.origin_file:
+        rows.append(("file", hw.origin_file))
     rows += [("skips zero weights", hw.skips_zero_weights),
              ("default modes", f"train {hw.default_mode_train}, infer {hw.default_mode_infer}")]
     if getattr(hw, "overlay", None):

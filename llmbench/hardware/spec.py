@@ -25,7 +25,7 @@ import difflib
 import json
 import os
 import tempfile
-import tomllib
+from llmbench._toml import tomllib
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import tomllib
+from llmbench._toml import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
