@@ -185,3 +185,13 @@ def test_resize_keeps_experts_and_proportions():
     assert q.d_head == 2 * 64 // 8  # Qwen3-30B-A3B's heads are twice d / h wide
     ds = resize(get_model("deepseek-v3"), n_layers=4, d_model=64, n_heads=4)
     assert ds.is_mla and ds.kv_lora_rank < 64 and ds.qk_rope_head_dim % 2 == 0
+
+
+def test_architecture_summary_has_stable_keys():
+    from llmbench.models.summary import architecture_summary
+
+    dense, moe = architecture_summary(get_model("gpt2-xl")), architecture_summary(get_model("deepseek-v3"))
+    assert dense.keys() == moe.keys()
+    assert dense["active_fraction"] == 1.0 and dense["n_experts"] == 0 and dense["attention"] == "mha"
+    assert moe["attention"] == "mla" and moe["n_moe_layers"] == 58
+    assert 0.05 < moe["active_fraction"] < 0.06  # 37.6B of 671B
