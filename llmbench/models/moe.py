@@ -6,6 +6,8 @@
     active_param_count(spec)                    # 12.9B of 46.7B
     expert_weight_bytes_read(spec, tokens=1)    # decode at batch 1: only 2 experts per layer read
 
+    python -m llmbench.models          # the MoE tables of docs/models.md
+
 An MoE layer replaces the dense MLP with: a router GEMM (d x E), a score (softmax or sigmoid) and
 top-k choice, a dispatch that groups each token's k copies by expert, the experts' GEMMs over
 tokens x k rows (dropless) or over E x capacity padded slots (capacity_factor), the weighted
@@ -155,3 +157,4 @@ def moe_activation_elems(spec: ModelSpec, n: int) -> float:
         fs = spec.n_shared_experts * fe
         elems += n * fs * (2 if gated else 1) + n * fs
     return float(elems)
+
