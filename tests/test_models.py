@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from llmbench.errors import BadInput
 from llmbench.models import ModelSpec, get_model, presets
 from llmbench.models.counting import (
     activation_bytes_per_layer, closed_form_flops_per_token, decode_flops, flops_per_token,
@@ -324,7 +325,7 @@ def test_hf_import_errors(tmp_path):
     bad.write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
     with pytest.raises(ValueError, match="lacks"):
         from_hf_config(bad)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(BadInput, match="no such config.json"):  # bad input, one line (was FileNotFoundError)
         from_hf_config(tmp_path / "nope.json")
 
 

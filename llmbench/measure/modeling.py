@@ -1,4 +1,7 @@
-"""Torch transformer modules built from a ModelSpec: GPT-2/3, Llama, GPT-J, NeoX, BERT.
+"""Torch transformer modules built from a ModelSpec: GPT-2/3, Llama, GPT-J, NeoX, BERT, and the
+modern variants (Qwen, Mistral, Gemma, Phi-3, Falcon: wide heads, q/k norms, post-norms, sliding
+windows, soft-capping), mixture-of-experts layers (measure/moe.py) and DeepSeek's latent attention
+(measure/mla.py; no KV cache for it).
 
     from llmbench.models import get_model
     from llmbench.measure.modeling import build_model
@@ -20,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from llmbench.measure.moe import GroupedExperts, MoE
+from llmbench.models.counting import representative_layer
 from llmbench.models.spec import ModelSpec, resize  # noqa: F401  (re-exported)
 
 INIT_STD = 0.02  # GPT-2 / BERT initializer_range
@@ -39,10 +44,10 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-def make_norm(spec: ModelSpec) -> nn.Module:
+def make_norm(spec: ModelSpec, width: int | None = None) -> nn.Module:
     if spec.norm == "rmsnorm":
-        return RMSNorm(spec.d_model)
-    return nn.LayerNorm(spec.d_model, eps=1e-12 if spec.family == "bert" else 1e-5)
+        return RMSNorm(width or spec.d_model)
+    return nn.LayerNorm(width or spec.d_model, eps=1e-12 if spec.family == "bert" else 1e-5)
 
 
 def rotary_cos_sin(n_rot: int, positions: torch.Tensor, dtype: torch.dtype, base: float = 10000.0):
@@ -84,19 +89,31 @@ class KVCache:
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
 
 
-class Attention(nn.Module):
-    """Multi-head / grouped-query attention through scaled_dot_product_attention."""
+def attention_mask(T: int, start: int, window: int, device) -> torch.Tensor:
+    """(T, start + T) bool: query start + i sees key j when j <= start + i and, with a window,
+    start + i - j < window."""
+    q = torch.arange(start, start + T, device=device).unsqueeze(1)  # (T, 1)
+    k = torch.arange(start + T, device=device).unsqueeze(0)  # (1, S)
+    allowed = k <= q
+    return allowed & (q - k < window) if window else allowed
 
-    def __init__(self, spec: ModelSpec):
+
+class Attention(nn.Module):
+    """Multi-head / grouped-query attention through scaled_dot_product_attention; with a sliding
+    window through a mask, with logit soft-capping (Gemma 2) through explicit matmuls."""
+
+    def __init__(self, spec: ModelSpec, window: int = 0):
         super().__init__()
-        d, kvd = spec.d_model, spec.kv_dim
+        d, kvd, qd = spec.d_model, spec.kv_dim, spec.q_dim
         self.n_heads, self.n_kv_heads, self.d_head = spec.n_heads, spec.n_kv_heads, spec.d_head
-        self.causal = spec.causal
+        self.causal, self.window, self.softcap = spec.causal, window, spec.attn_logit_softcap
         self.n_rot = 0
         if spec.position == "rotary":
             self.n_rot = int(round(spec.rotary_pct * spec.d_head)) // 2 * 2
-        self.qkv = nn.Linear(d, d + 2 * kvd, bias=spec.attn_biases)
-        self.proj = nn.Linear(d, d, bias=spec.attn_biases)
+        self.qkv = nn.Linear(d, qd + 2 * kvd, bias=spec.attn_biases)
+        self.q_norm = make_norm(spec, spec.d_head) if spec.qk_norm else None
+        self.k_norm = make_norm(spec, spec.d_head) if spec.qk_norm else None
+        self.proj = nn.Linear(qd, d, bias=spec.attn_out_bias)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         B, T, C = x.shape
@@ -105,6 +122,8 @@ class Attention(nn.Module):
         q = q.view(B, T, h, hd).transpose(1, 2)  # (B, h, T, hd)
         k = k.view(B, T, hk, hd).transpose(1, 2)  # (B, hk, T, hd)
         v = v.view(B, T, hk, hd).transpose(1, 2)  # (B, hk, T, hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         start = cache.pos if cache is not None else 0
         if self.n_rot:
             positions = torch.arange(start, start + T, device=x.device)
@@ -113,48 +132,73 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(k, v)  # (B, hk, start + T, hd)
         mask, is_causal = None, self.causal
-        if self.causal and start > 0:
+        if self.causal and (start > 0 or self.window or self.softcap):
             is_causal = False
-            if T > 1:  # new queries see the whole cache and the causal part of themselves
-                S = start + T
-                mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=start)
-        kwargs = {"enable_gqa": True} if hk != h else {}
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, **kwargs)
-        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+            if T > 1 or self.window:  # new queries see the cache (within the window) and themselves
+                mask = attention_mask(T, start, self.window, x.device)
+        if self.softcap:
+            y = softcapped_attention(q, k, v, mask, self.softcap)
+        else:
+            kwargs = {"enable_gqa": True} if hk != h else {}
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, **kwargs)
+        y = y.transpose(1, 2).reshape(B, T, h * hd)  # (B, T, h hd)
         return self.proj(y)
 
 
-class MLP(nn.Module):
-    """GELU (tanh form, as GPT-2 and BERT) or SwiGLU (Shazeer 2020, arXiv:2002.05202) with the gate
-    and up projections fused into one matmul."""
+def softcapped_attention(q, k, v, mask, cap: float) -> torch.Tensor:
+    """Attention with cap * tanh(scores / cap) before the softmax (Gemma 2; SDPA has no soft-cap):
+    two matmuls over the full square, as counting counts them."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, h, S, hd)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T, S)
+    scores = cap * torch.tanh(scores / cap)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(dim=-1) @ v  # (B, h, T, hd)
 
-    def __init__(self, spec: ModelSpec):
+
+class MLP(nn.Module):
+    """GELU (tanh form, as GPT-2 and BERT), SwiGLU (Shazeer 2020, arXiv:2002.05202) or GeGLU
+    (Gemma) with the gate and up projections fused into one matmul; d_ff: width (default spec's)."""
+
+    def __init__(self, spec: ModelSpec, d_ff: int | None = None):
         super().__init__()
-        self.swiglu = spec.activation == "swiglu"
-        f = spec.d_ff
-        self.fc = nn.Linear(spec.d_model, 2 * f if self.swiglu else f, bias=spec.biases)
+        self.gated = spec.activation in ("swiglu", "geglu")
+        self.silu = spec.activation == "swiglu"
+        f = d_ff or spec.d_ff
+        self.fc = nn.Linear(spec.d_model, 2 * f if self.gated else f, bias=spec.biases)
         self.proj = nn.Linear(f, spec.d_model, bias=spec.biases)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         u = self.fc(x)
-        if self.swiglu:
+        if self.gated:
             gate, up = u.chunk(2, dim=-1)
-            return self.proj(F.silu(gate) * up)
+            gate = F.silu(gate) if self.silu else F.gelu(gate, approximate="tanh")
+            return self.proj(gate * up)
         return self.proj(F.gelu(u, approximate="tanh"))
 
 
 class Block(nn.Module):
-    """One transformer layer: pre-LN (GPT, Llama), post-LN (BERT), parallel residual (GPT-J: one
-    norm; NeoX: two)."""
+    """Transformer layer `layer` (default: counting's representative layer): pre-LN (GPT, Llama),
+    post-LN (BERT), parallel residual (GPT-J, Falcon-7B: one norm; NeoX: two), Gemma's extra norms
+    after attention and MLP; an MoE MLP where spec.is_moe_layer(layer), MLA when spec.is_mla."""
 
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, layer: int | None = None):
         super().__init__()
+        i = representative_layer(spec) if layer is None else layer
         self.post_ln = spec.family == "bert"
         self.parallel = spec.parallel_residual
         self.ln_1 = make_norm(spec)
-        self.attn = Attention(spec)
-        self.ln_2 = None if spec.family == "gptj" else make_norm(spec)
-        self.mlp = MLP(spec)
+        if spec.is_mla:
+            from llmbench.measure.mla import MLAttention  # it imports this module
+
+            self.attn = MLAttention(spec, window=spec.window(i))
+        else:
+            self.attn = Attention(spec, window=spec.window(i))
+        self.ln_2 = None if spec.single_norm else make_norm(spec)
+        self.mlp = MoE(spec) if spec.is_moe_layer(i) else MLP(spec)
+        self.ln_post_attn = make_norm(spec) if spec.post_norms else None
+        self.ln_post_mlp = make_norm(spec) if spec.post_norms else None
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         if self.parallel:
@@ -163,8 +207,10 @@ class Block(nn.Module):
         if self.post_ln:
             x = self.ln_1(x + self.attn(x, cache))
             return self.ln_2(x + self.mlp(x))
-        x = x + self.attn(self.ln_1(x), cache)
-        return x + self.mlp(self.ln_2(x))
+        a = self.attn(self.ln_1(x), cache)
+        x = x + (a if self.ln_post_attn is None else self.ln_post_attn(a))
+        m = self.mlp(self.ln_2(x))
+        return x + (m if self.ln_post_mlp is None else self.ln_post_mlp(m))
 
 
 class Embedding(nn.Module):
@@ -197,6 +243,7 @@ class Head(nn.Module):
         super().__init__()
         d, V = spec.d_model, spec.vocab_size
         self.kind = spec.head
+        self.softcap = spec.final_logit_softcap
         self.ln_f = make_norm(spec) if spec.final_norm else None
         if spec.head == "lm":
             self.lm_head = nn.Linear(d, V, bias=spec.lm_head_bias)
@@ -216,7 +263,8 @@ class Head(nn.Module):
         if self.ln_f is not None:
             x = self.ln_f(x)
         if self.kind == "lm":
-            return self.lm_head(x)  # (B, T, V)
+            logits = self.lm_head(x)  # (B, T, V)
+            return self.softcap * torch.tanh(logits / self.softcap) if self.softcap else logits
         if self.kind == "mlm":
             return self.decoder(self.ln(F.gelu(self.dense(x), approximate="tanh")))  # (B, T, V)
         if self.kind == "cls":
@@ -232,7 +280,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.spec = spec
         self.embedding = Embedding(spec)
-        self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.n_layers))
+        self.blocks = nn.ModuleList(Block(spec, i) for i in range(spec.n_layers))
         self.head_module = Head(spec, self.embedding.wte)
 
     def embed(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None, start: int = 0):
@@ -258,6 +306,9 @@ class Transformer(nn.Module):
     def new_caches(self, batch: int, max_len: int, *, device=None, dtype=None) -> list[KVCache]:
         p = next(self.parameters())
         s = self.spec
+        if s.is_mla:
+            raise ValueError(f"model {s.name!r}: generation with a KV cache is not built for latent "
+                             "attention (MLA); models/ counts its cache and decode")
         return [KVCache(batch, max_len, s.n_kv_heads, s.d_head, device=device or p.device,
                         dtype=dtype or p.dtype) for _ in range(s.n_layers)]
 
@@ -295,6 +346,8 @@ def init_module_weights(module: nn.Module, spec: ModelSpec) -> None:
                     nn.init.zeros_(m.bias)
             elif isinstance(m, nn.Embedding):
                 nn.init.normal_(m.weight, 0.0, INIT_STD)
+            elif isinstance(m, GroupedExperts):
+                m.reset_expert_weights(INIT_STD, scaled)
             elif isinstance(m, (nn.LayerNorm, RMSNorm)):
                 nn.init.ones_(m.weight)
                 if getattr(m, "bias", None) is not None:
@@ -319,7 +372,8 @@ def build_model(spec: ModelSpec, *, device=None, dtype: torch.dtype = torch.floa
 
 def build_block(spec: ModelSpec, *, device=None, dtype: torch.dtype = torch.float32,
                 meta: bool = False) -> Block:
-    """One transformer layer, initialised (or on meta), for the block micro-benchmark."""
+    """One transformer layer (an MoE one for an MoE model), initialised (or on meta), for the
+    block micro-benchmark."""
     return _build(lambda: Block(spec), spec, device, dtype, meta)
 
 

@@ -10,12 +10,14 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 
+from llmbench.errors import BadInput
+
 from .spec import INIT_FIELDS, ModelSpec
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
-class UnknownModel(ValueError):
+class UnknownModel(BadInput):
     pass
 
 
