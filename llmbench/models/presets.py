@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import difflib
-import tomllib
+from llmbench._toml import tomllib
 from functools import lru_cache
 from pathlib import Path
 
