@@ -125,7 +125,7 @@ def test_bad_specs_are_one_line_errors(tmp_path):
         base: {model: gpt2-small, batch: 1, seq: 64}
     """)
     assert len(load_spec(spec(base + "grid: {grad_accum: [1, 2]}\n")).points()) == 2
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match="unknown key extra"):
         load_spec(spec(base + "extra: 1\n"))
     with pytest.raises(ValueError, match="shrink"):
         load_spec(spec(base + "quick: {base: {batch: 1}}\n"))
