@@ -10,7 +10,7 @@ import pytest
 from llmbench.errors import BadInput
 from llmbench.results import ResultsDB
 from llmbench.results.safe import check_writable, load_saved, record_or_save
-from llmbench.results.store import SCHEMA_VERSION
+from llmbench.results.store import SCHEMA_VERSION, connect
 
 POINT = {"suite": "train", "model": "gpt2-small", "hardware": "cpu", "batch": 2, "seq": 64,
          "precision": "fp32"}
@@ -128,6 +128,22 @@ def test_uri_characters_are_part_of_the_name(tmp_path, monkeypatch, name):
     assert [p.name for p in tmp_path.iterdir()] == [name]  # not `a`, not `a?b.db` for `a%3Fb.db`
     with ResultsDB(name, readonly=True) as db:
         assert db.count() == 1
+
+
+def test_connect_for_foreign_files(tmp_path, monkeypatch):
+    """What `calibrate --from 'a?b.db'` needs: a plain read-only connection to a?b.db, not `a`."""
+    monkeypatch.chdir(tmp_path)
+    con = sqlite3.connect("a?b.db")
+    con.execute("CREATE TABLE results (metric, value)")
+    con.execute("INSERT INTO results VALUES ('tokens_per_s', 5)")
+    con.commit()
+    con.close()
+    (tmp_path / "a").write_text("decoy")
+    con = connect("a?b.db")
+    assert con.execute("SELECT * FROM results").fetchall() == [("tokens_per_s", 5)]
+    con.close()
+    with pytest.raises(BadInput, match="no results database at missing.db"):
+        connect("missing.db")
 
 
 def test_errors_after_open_name_the_file(tmp_path):

@@ -179,6 +179,19 @@ def _connect(path: Path, readonly: bool, timeout_s: float) -> sqlite3.Connection
     return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout_s, isolation_level=None)
 
 
+def connect(path: str | os.PathLike, *, readonly: bool = True,
+            timeout_s: float = 60.0) -> sqlite3.Connection:
+    """A plain sqlite3 connection to any user's SQLite file (no schema check), opened as
+    ResultsDB opens it: path checks, quoted file: URI, read-only with the immutable fallback.
+    Errors are one BadInput line naming the file. (calibrate --from reads foreign DBs this way.)"""
+    path = Path(path)
+    try:
+        check_path(path, readonly)
+        return _connect(path, readonly, timeout_s)
+    except (sqlite3.Error, OSError) as e:
+        raise BadInput(explain(path, e)) from None
+
+
 def _tables(con: sqlite3.Connection) -> dict[str, set[str]]:
     names = [r[0] for r in con.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
