@@ -109,15 +109,12 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-_now = now
-
-
 def explain(path, e: BaseException) -> str:
     """One line for an sqlite3/OS error met on the results database at `path`."""
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     hints = {"file is not a database": "is not an SQLite database (or is corrupt)",
              "malformed": "is corrupt or truncated (database disk image is malformed)",
-             "readonly database": "is read-only here (open it with readonly=True to read it)",
+             "readonly database": "is read-only here (it can be listed and reported, not written)",
              "database is locked": "is locked by another process (waited for the busy timeout)",
              "unable to open database file": "cannot be opened (permissions, or its -wal/-shm "
                                              "files cannot be created)"}
@@ -250,7 +247,7 @@ class ResultsDB:
             script = ";\n".join(_SCHEMA[n].format(temp="") for n in _TABLES) + ";" + _INDEXES
             self._retry(lambda: self._con.executescript(script))
             if version != SCHEMA_VERSION:
-                self._con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self._retry(lambda: self._con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
         except BaseException:
             self.close()
             raise
