@@ -27,6 +27,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from llmbench.errors import BadInput
 from llmbench.results.claims import LEAVE, RUN, SKIP, claim, crashed_row, describe_holder, \
     holder_alive, release
 from llmbench.results.store import ResultsDB, now, point_key
@@ -67,9 +68,9 @@ def load_run_suite(module: str | None = None):
     try:
         mod = importlib.import_module(name)
     except ModuleNotFoundError as e:
-        raise ValueError(f"cannot import the suite module {name!r} ({e.msg})") from None
+        raise BadInput(f"cannot import the suite module {name!r} ({e.msg})") from None
     if not hasattr(mod, "run_suite"):
-        raise ValueError(f"suite module {name!r} has no run_suite(suite, config)")
+        raise BadInput(f"suite module {name!r} has no run_suite(suite, config)")
     return mod.run_suite
 
 
