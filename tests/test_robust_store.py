@@ -10,7 +10,7 @@ import pytest
 from llmbench.errors import BadInput
 from llmbench.results import ResultsDB
 from llmbench.results.safe import check_writable, load_saved, record_or_save
-from llmbench.results.store import SCHEMA_VERSION, connect
+from llmbench.results.store import SCHEMA_VERSION, connect, open_readonly
 
 POINT = {"suite": "train", "model": "gpt2-small", "hardware": "cpu", "batch": 2, "seq": 64,
          "precision": "fp32"}
@@ -183,6 +183,16 @@ def test_readonly_reads_and_never_writes(tmp_path):
     assert _digest(path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["j.db"]
 
 
+def test_open_readonly_missing_ok(tmp_path):
+    with open_readonly(tmp_path / "absent.db", missing_ok=True) as db:
+        assert db.query() == [] and db.count() == 0
+    assert not (tmp_path / "absent.db").exists()
+    with pytest.raises(BadInput, match="no results database"):
+        open_readonly(tmp_path / "absent.db")
+    with open_readonly(_filled(tmp_path / "r.db", 1)) as db:
+        assert db.readonly and db.count() == 1
+
+
 def test_readonly_empty_file_lists_nothing(tmp_path):
     (tmp_path / "e.db").write_bytes(b"")
     with ResultsDB(tmp_path / "e.db", readonly=True) as db:
@@ -207,8 +217,11 @@ def test_readonly_wal_file_whose_wal_cannot_be_created(tmp_path):
 
 def test_check_writable(tmp_path):
     path = check_writable(tmp_path / "new.db")
+    assert path == tmp_path / "new.db" and not path.exists()  # a new DB: nothing made yet
+    _filled(path, 2)
+    assert check_writable(path) == path
     with ResultsDB(path) as db:
-        assert db.count() == 0 and db.studies() == {}  # the write check was rolled back
+        assert db.count() == 2 and db.studies() == {"s": 2}  # the write check was rolled back
     (tmp_path / "text.db").write_text("not a database\n" * 10)
     with pytest.raises(BadInput, match="text.db is not an SQLite database"):
         check_writable(tmp_path / "text.db")

@@ -24,14 +24,22 @@ import time
 from pathlib import Path
 
 from llmbench.errors import BadInput
-from llmbench.results.store import ResultsDB, default_path, explain, make_row
+from llmbench.results.store import ResultsDB, check_path, default_path, explain, make_row
 
 SIDE_KIND = "llmbench-unsaved-result"
 
 
 def check_writable(path: str | os.PathLike | None = None) -> Path:
-    """Open the results DB (created when missing, its directory must exist), check its schema, and
-    run a write transaction that is rolled back. Returns the path; raises BadInput naming it."""
+    """Before the work: an existing DB is opened, its schema checked, and a write transaction run
+    and rolled back; a new one needs an existing, writable directory (nothing is created, so bad
+    input later leaves no empty file). Returns the path; raises BadInput naming it."""
+    path = default_path(path)
+    if not path.exists() and str(path) != ":memory:":
+        check_path(path, readonly=False)
+        if not os.access(path.parent if str(path.parent) else ".", os.W_OK | os.X_OK):
+            raise BadInput(f"cannot create results database {path}: directory {path.parent} "
+                           "is not writable")
+        return path
     with ResultsDB(path) as db:
         con = db._con
         try:

@@ -409,6 +409,15 @@ class ResultsDB:
         return d
 
 
+def open_readonly(path: str | os.PathLike | None = None, *, missing_ok: bool = False) -> ResultsDB:
+    """ResultsDB(path, readonly=True); with missing_ok an absent file reads as an empty store (an
+    in-memory one: e.g. `study show` planning against a DB not made yet)."""
+    p = default_path(path)
+    if missing_ok and not p.exists() and not p.is_symlink():
+        return ResultsDB(":memory:")
+    return ResultsDB(p, readonly=True)
+
+
 def make_row(point: dict, *, source: str = "measured", status: str = "ok",
              metrics: dict | None = None, environment: dict | None = None,
              error: str | None = None, study: str | None = None,
