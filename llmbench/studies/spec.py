@@ -104,7 +104,7 @@ def _resize(v):
         if k not in _RESIZABLE:
             return f"a mapping of {', '.join(sorted(_RESIZABLE))} (not {k!r}{_closest(k, _RESIZABLE)})"
         if _pos_int(x):
-            return f"a mapping whose {k} is a positive integer (got {x!r})"
+            return f"a mapping whose {k} is a positive integer (got {_short(x)})"
     return None
 
 
@@ -406,7 +406,7 @@ def _check_values(d: dict, path, where: str, grid: bool = False) -> None:
         for v in values:
             need = POINT_RULES[key](v)
             if need:
-                raise BadInput(f"{path}: {where}.{key} must be {need}, got {v!r}")
+                raise BadInput(f"{path}: {where}.{key} must be {need}, got {_short(v)}")
 
 
 def _check_grid(grid, path, where: str) -> None:
@@ -449,6 +449,11 @@ def _kind(v) -> str:
     if isinstance(v, str):
         return f"text ({v[:40]!r})"
     return {dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
+
+
+def _short(v, n: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= n else text[:n] + "..."
 
 
 def _closest(word, choices) -> str:
