@@ -1,7 +1,12 @@
 """Calibration: fit a hardware's efficiency parameters by least squares on log error.
 
-    llmbench calibrate --published              # refit every shipped profile from published.csv
+    llmbench calibrate --published              # refit every profile from published.csv
     llmbench calibrate --hardware a100-80gb --from results.csv|results.db
+
+`calibrate_published` writes the fitted profiles to the user's profile folder
+($LLMBENCH_PROFILES, else $LLMBENCH_HOME/profiles, default ~/.llmbench/profiles), never into the
+installed package; only `ship=True` rewrites the shipped llmbench/perfmodel/profiles/, and only
+from a source checkout (a .git next to the package).
 
 Levenberg-Marquardt on log-parameters with a finite-difference Jacobian (numpy only). A hardware
 with fewer than MIN_POINTS points keeps its priors and is flagged. Leave-one-out error: refit
@@ -14,11 +19,14 @@ from functools import lru_cache
 import csv
 import json
 import math
+import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 
 from .params import PROFILE_DIR, load_profile, resolve_params
@@ -159,8 +167,31 @@ def published_points() -> dict[str, list[dict]]:
     return out
 
 
-def calibrate_published(write: bool = True, only: str | None = None) -> list[dict]:
+#: the llmbench package folder; a source checkout has a .git next to it
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def profile_dir(ship: bool = False) -> Path:
+    """Where fitted profiles go: the user's folder ($LLMBENCH_PROFILES, else
+    $LLMBENCH_HOME/profiles), or with ship=True the shipped profiles of a source checkout."""
+    if not ship:
+        from llmbench.hardware.spec import llmbench_home
+
+        user = os.environ.get("LLMBENCH_PROFILES")
+        return Path(user).expanduser() if user else llmbench_home() / "profiles"
+    if not (PACKAGE_DIR.parent / ".git").exists():
+        raise BadInput(f"ship=True rewrites the profiles shipped in {PROFILE_DIR}, which only a "
+                       f"source checkout may do (no .git next to {PACKAGE_DIR}); without ship the "
+                       f"profiles go to {profile_dir()}")
+    return PROFILE_DIR
+
+
+def calibrate_published(write: bool = True, only: str | None = None, ship: bool = False) -> list[dict]:
+    """Fit every hardware of published.csv (or `only` one). write: save each profile to
+    profile_dir(ship) (report["written"]); ship=True: the shipped ones, from a checkout only."""
     from .validate import predict_row
+
+    folder = profile_dir(ship) if write else None
 
     reports, done = [], {}
     # hardware that may inherit a sibling's fit goes last, after its sibling
@@ -172,20 +203,36 @@ def calibrate_published(write: bool = True, only: str | None = None) -> list[dic
         rep = calibrate_points(hw_name, points, predict_row, inherit)
         done[hw_name] = rep
         if write:
-            write_profile(PROFILE_DIR / f"{hw_name}.json", rep, "llmbench calibrate --published "
-                          "(llmbench/reference/published.csv)")
+            path = folder / f"{hw_name}.json"
+            write_profile(path, rep, "llmbench calibrate --published "
+                          "(llmbench/reference/published.csv)", make_folder=not ship)
+            rep["written"] = str(path)
         reports.append(rep)
     load_profile.cache_clear()
     return reports
 
 
-def write_profile(path: Path, rep: dict, source: str) -> None:
+def write_profile(path: Path, rep: dict, source: str, make_folder: bool = False) -> None:
+    """Write one profile atomically (a temp file renamed over it); make_folder creates the
+    user's profile folder; a user's --out folder must exist. OSError -> BadInput naming the path."""
     data = {"hardware": rep["hardware"], "params": rep["params"], "fitted": rep["fitted"],
             "inherited_from": rep.get("inherited_from"),
             "status": rep["status"], "points": rep["points"], "point_ids": rep["point_ids"],
             "fit_mean_abs_error": rep["fit_mean_abs_error"],
             "loo_mean_abs_error": rep["loo_mean_abs_error"], "source": source}
-    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+    path = Path(path)
+    tmp = None
+    try:
+        if make_folder:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        raise BadInput(f"cannot write the profile {path}: {e.strerror or e}") from None
 
 
 # ---------------------------------------------------------------- user points

@@ -316,6 +316,16 @@ def check_train_args(spec, hw, *, batch, seq, devices, precision, grad_accum, tp
         raise ValueError(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads")
     if pp > spec.n_layers:
         raise ValueError(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
+    if spec.n_layers % pp:
+        from llmbench.errors import BadInput
+
+        # the step model gives every stage n_layers / pp layers (_micro_batch): with uneven stages
+        # the slowest stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
+        below = max(d for d in range(1, pp) if spec.n_layers % d == 0)
+        above = [d for d in range(pp + 1, spec.n_layers + 1) if spec.n_layers % d == 0][:1]
+        near = " or ".join(str(d) for d in [below] + above)
+        raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
+                       f"pipeline stages; nearest valid pp: {near}")
     mode = hw.default_mode_train if mode == "auto" else mode
     if mode == "sram_pipeline":
         mode = "resident"

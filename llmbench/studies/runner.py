@@ -7,6 +7,13 @@ skipped (with its reason), keyed by its full configuration. A rerun skips points
 as ok, oom or skipped, so after Ctrl-C or SIGKILL rerunning the same command finishes the study
 without redoing or losing a point; points that ended in `error` are tried again.
 
+Before a point runs it is claimed (llmbench.results.claims): marked `running` with this process's
+pid, host and start time in one BEGIN IMMEDIATE transaction. So a point that kills its process
+(the OOM killer, a segfault) is found `crashed` by the next run and skipped unless
+`retry_crashed`, and later points still run; two runs of one study at once never measure a point
+twice (a point running in a live process, or recorded since this run started, is left alone).
+Ctrl-C or SIGTERM during a point puts its row back as it was.
+
 Points run through `llmbench.measure.suites.run_suite(suite, config) -> {status, metrics, error,
 environment}`. Tests swap in a fast fake suite with `--suite-module` or $LLMBENCH_SUITE_MODULE
 (a module defining the same `run_suite`).
@@ -15,9 +22,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from llmbench.results.store import ResultsDB, point_key
+from llmbench.errors import BadInput
+from llmbench.results.claims import LEAVE, RUN, SKIP, claim, crashed_row, describe_holder, \
+    holder_alive, release
+from llmbench.results.store import ResultsDB, now, point_key
 from llmbench.studies.feasibility import LocalDevice, local_device, skip_reason
 from llmbench.studies.spec import StudySpec, get_study
 
@@ -32,7 +45,8 @@ class PlannedPoint:
     point: dict
     key: str
     action: str
-    """run | skip | done (already recorded as ok/oom/skipped)"""
+    """run | skip | done (recorded as ok/oom/skipped) | busy (running in a live process) |
+    crashed (its process died while measuring it: skipped unless retry_crashed)"""
     reason: str | None = None
     recorded_status: str | None = None
 
@@ -54,29 +68,52 @@ def load_run_suite(module: str | None = None):
     try:
         mod = importlib.import_module(name)
     except ModuleNotFoundError as e:
-        raise ValueError(f"cannot import the suite module {name!r} ({e.msg})") from None
+        raise BadInput(f"cannot import the suite module {name!r} ({e.msg})") from None
     if not hasattr(mod, "run_suite"):
-        raise ValueError(f"suite module {name!r} has no run_suite(suite, config)")
+        raise BadInput(f"suite module {name!r} has no run_suite(suite, config)")
     return mod.run_suite
 
 
 def plan_study(spec: StudySpec, db: ResultsDB, *, quick: bool = False, device: str | None = None,
-               force: bool = False, redo: bool = False, local: LocalDevice | None = None) -> StudyPlan:
-    """What a run would do with each point: run it, skip it (and why), or nothing (recorded).
+               force: bool = False, redo: bool = False, retry_crashed: bool = False,
+               local: LocalDevice | None = None) -> StudyPlan:
+    """What a run would do with each point: run it, skip it (and why), nothing (recorded), leave
+    it to the live process measuring it (busy), or leave it crashed. Writes nothing.
     `redo` plans every point again (re-measure what is recorded, e.g. after a noisy run)."""
     local = local or local_device(device)
     plan = StudyPlan(spec=spec, quick=quick, local=local)
     for point in spec.points(quick=quick, hardware=local.hardware):
         key = point_key(point, "measured")
         row = db.get(key)
-        if row is not None and row["status"] in DONE and not redo \
-                and not (force and row["status"] == "skipped"):
-            plan.points.append(PlannedPoint(point, key, "done", row["error"], row["status"]))
-            continue
-        reason = skip_reason(point, local, force=force)
-        plan.points.append(PlannedPoint(point, key, "skip" if reason else "run", reason,
-                                        row["status"] if row else None))
+        if row is not None and row["status"] == "running" \
+                and not holder_alive(row["environment"].get("claim")):
+            row = crashed_row(row)  # what the next claim will write
+        action, reason = decide(row, point, local, force=force, redo=redo,
+                                retry_crashed=retry_crashed)
+        plan.points.append(PlannedPoint(point, key, action, reason, row["status"] if row else None))
     return plan
+
+
+def decide(row: dict | None, point: dict, local: LocalDevice, *, force: bool = False,
+           redo: bool = False, retry_crashed: bool = False,
+           started: str | None = None) -> tuple[str, str | None]:
+    """The action for one point given its recorded row: (run | skip | done | busy | crashed, why).
+    `started`: this run's start; a row recorded since then is another run's work, left alone."""
+    if row is not None:
+        status = row["status"]
+        if status == "running":
+            return "busy", f"being measured by {describe_holder(row['environment'].get('claim') or {})}"
+        if started is not None and row["created_at"] >= started:
+            return "done", row["error"]
+        if status == "crashed" and not retry_crashed:
+            return "crashed", row["error"]
+        if status in DONE and not redo and not (force and status == "skipped"):
+            return "done", row["error"]
+    reason = skip_reason(point, local, force=force)
+    return ("skip", reason) if reason else ("run", None)
+
+
+_CLAIM_ACTION = {"run": RUN, "skip": SKIP}
 
 
 def suite_config(point: dict, local: LocalDevice) -> dict:
@@ -125,37 +162,97 @@ def baseline_for(store: ResultsDB, point: dict) -> dict:
 
 def run_study(name: str, *, quick: bool = False, device: str | None = None,
               db: str | None = None, force: bool = False, redo: bool = False,
-              suite_module: str | None = None, progress: bool = True) -> dict:
+              retry_crashed: bool = False, suite_module: str | None = None,
+              progress: bool = True) -> dict:
     """Run (or finish) a study; returns a summary with every point's recorded result."""
     from llmbench.results.environment import base_environment
 
     spec = get_study(name)
     local = local_device(device)
-    with ResultsDB(db) as store:
-        plan = plan_study(spec, store, quick=quick, local=local, force=force, redo=redo)
-        to_run = [p for p in plan.points if p.action == "run"]
-        run_suite = load_run_suite(suite_module) if to_run else None
+    started = now()
+    with _sigterm_unwinds(), ResultsDB(db) as store:
+        plan = plan_study(spec, store, quick=quick, local=local, force=force, redo=redo,
+                          retry_crashed=retry_crashed)
         env = {**base_environment(), "study": spec.name, "quick": quick, "device": local.device,
                "device_name": local.name}
+        suite = _Suite(suite_module)
+        if plan.count("run"):
+            suite.get()  # a bad --suite-module fails before any point is claimed
+        opts = {"force": force, "redo": redo, "retry_crashed": retry_crashed, "started": started}
         with _progress(progress, len(plan.points)) as bar:
             for p in plan.points:
                 bar.describe(f"{spec.name}: {describe(p.point)}")
                 if p.action == "done":
                     store.link(spec.name, p.key)
-                elif p.action == "skip":
-                    store.record(p.point, status="skipped", error=p.reason, environment=env,
-                                 study=spec.name)
                 else:
-                    res = run_one(run_suite, p.point, local, suite_module=suite_module,
-                                  extra=baseline_for(store, p.point))
-                    store.record(p.point, status=res["status"], metrics=res.get("metrics") or {},
-                                 error=res.get("error"),
-                                 environment={**env, **(res.get("environment") or {})},
-                                 study=spec.name)
+                    _claim_and_run(store, spec, p, local, env, suite, opts)
                 bar.advance()
         rows = [store.get(p.key) for p in plan.points]
         db_path = str(store.path)
     return summary(plan, rows, db_path)
+
+
+def _claim_and_run(store: ResultsDB, spec: StudySpec, p: PlannedPoint, local: LocalDevice,
+                   env: dict, suite: "_Suite", opts: dict) -> None:
+    """Claim one point (or record its skip, or leave it), measure it, record the result. The plan
+    was made before; the claim decides again inside its transaction (another run may have moved)."""
+    def choose(row):
+        action, reason = decide(row, p.point, local, **opts)
+        p.action, p.reason = action, reason
+        return _CLAIM_ACTION.get(action, LEAVE), reason
+
+    action, _, before = claim(store, p.point, choose, study=spec.name, environment=env)
+    if action == LEAVE:
+        store.link(spec.name, p.key)
+    if action != RUN:
+        return
+    try:
+        res = run_one(suite.get(), p.point, local, suite_module=suite.module,
+                      extra=baseline_for(store, p.point))
+    except BaseException:  # Ctrl-C, SIGTERM: no result, so the row goes back to what it was
+        release(store, p.point, before)
+        raise
+    store.record(p.point, status=res["status"], metrics=res.get("metrics") or {},
+                 error=res.get("error"), environment={**env, **(res.get("environment") or {})},
+                 study=spec.name)
+
+
+class _Suite:
+    """run_suite, imported on first use (a run whose points are all recorded imports nothing)."""
+
+    def __init__(self, module: str | None):
+        self.module, self._fn = module, None
+
+    def get(self):
+        if self._fn is None:
+            self._fn = load_run_suite(self.module)
+        return self._fn
+
+
+class _Terminated(BaseException):
+    """SIGTERM inside a sweep: unwinds like Ctrl-C so the claimed point is released."""
+
+
+@contextmanager
+def _sigterm_unwinds():
+    """While a sweep runs, SIGTERM raises _Terminated (the claim is released on the way out); the
+    signal is then delivered again with the previous handler, so the exit status stays SIGTERM's."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise _Terminated()
+
+    old = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, old)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise KeyboardInterrupt from None  # only reached when the old handler did not exit
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def published_values(ids) -> list[dict]:
@@ -170,13 +267,15 @@ def published_values(ids) -> list[dict]:
 
 
 def summary(plan: StudyPlan, rows: list[dict], db_path: str) -> dict:
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "oom", "error", "skipped")}
+    counts = {s: sum(r is not None and r["status"] == s for r in rows)
+              for s in ("ok", "oom", "error", "skipped", "running", "crashed")}
     return {"study": plan.spec.name, "title": plan.spec.title, "suite": plan.spec.suite,
             "source": plan.spec.source, "published": list(plan.spec.published),
             "published_values": published_values(plan.spec.published),
             "quick": plan.quick, "device": plan.local.device, "hardware": plan.local.hardware,
             "db": db_path, "points": len(rows), "ran": plan.count("run"),
             "skipped_now": plan.count("skip"), "already_recorded": plan.count("done"),
+            "running_elsewhere": plan.count("busy"), "crashed_left": plan.count("crashed"),
             "counts": counts, "results": rows}
 
 

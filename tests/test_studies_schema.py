@@ -1,0 +1,216 @@
+"""The study spec schema: every rule of llmbench.studies.spec.check_spec / load_spec has a test,
+and each error is one BadInput line naming the file (and the key)."""
+import os
+import textwrap
+import time
+
+import pytest
+
+from llmbench.errors import BadInput
+from llmbench.studies.spec import MAX_GRID_POINTS, MAX_SPEC_BYTES, get_study, load_spec
+
+GOOD = textwrap.dedent("""\
+    name: t
+    title: a test study
+    suite: train
+    source: {paper: arXiv:0, where: Fig. 1}
+    base: {model: gpt2-small, batch: 1, seq: 64}
+    grid: {grad_accum: [1, 2]}
+    published: [emani-gas-a100]
+    quick: {shrink: nothing, base: {steps: 2}}
+""")
+
+
+def _write(tmp_path, text, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(text) if isinstance(text, str) else path.write_bytes(text)
+    return path
+
+
+def _bad(path, match):
+    with pytest.raises(BadInput, match=match) as e:
+        load_spec(path).points()
+    msg = str(e.value)
+    assert str(path) in msg and "\n" not in msg, msg
+    return msg
+
+
+def _bad_text(tmp_path, text, match):
+    return _bad(_write(tmp_path, text), match)
+
+
+def test_good_spec_loads(tmp_path):
+    spec = load_spec(_write(tmp_path, GOOD))
+    assert len(spec.points()) == 2 and spec.points(quick=True)[0]["steps"] == 2
+    # anchors and aliases are fine in moderation
+    text = GOOD.replace("base: {model", "base: &b {model") + "description: x\n"
+    text = text.replace("quick: {shrink: nothing, base: {steps: 2}}", "quick: {shrink: n, base: *b}")
+    assert load_spec(_write(tmp_path, text)).points(quick=True)[0]["batch"] == 1
+
+
+# ---------------------------------------------------------------- the file
+
+def test_too_large_is_refused_before_reading(tmp_path):
+    path = _write(tmp_path, GOOD + "#" * MAX_SPEC_BYTES + "\n")
+    assert "at most" in _bad(path, "bytes")
+
+
+def test_directory_missing_special_and_non_utf8(tmp_path):
+    (tmp_path / "d.yaml").mkdir()
+    _bad(tmp_path / "d.yaml", "is a directory")
+    _bad(tmp_path / "none.yaml", "no such study spec")
+    os.symlink("/dev/zero", tmp_path / "z.yaml")  # would read forever
+    _bad(tmp_path / "z.yaml", "not a regular file")
+    _bad(_write(tmp_path, GOOD.encode() + b"description: caf\xe9\n"), "not UTF-8")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable(tmp_path):
+    path = _write(tmp_path, GOOD)
+    path.chmod(0)
+    _bad(path, "cannot read")
+
+
+def test_get_study_paths_and_names(tmp_path):
+    with pytest.raises(BadInput, match="no such study spec"):
+        get_study(str(tmp_path / "missing.yaml"))
+    with pytest.raises(BadInput, match="did you mean gas"):
+        get_study("gsa")
+    assert get_study(str(_write(tmp_path, GOOD))).name == "t"
+
+
+# ---------------------------------------------------------------- hostile YAML
+
+def test_alias_bomb_is_refused_fast(tmp_path):
+    lines = ["a0: [x, x, x, x, x, x, x, x, x, x]"]
+    lines[0] = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"
+    for i in range(1, 10):  # 10^10 strings once expanded
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]")
+    t0 = time.monotonic()
+    _bad_text(tmp_path, "\n".join(lines) + "\n", "expands to over")
+    assert time.monotonic() - t0 < 5
+
+
+def test_recursive_alias_and_deep_nesting(tmp_path):
+    _bad_text(tmp_path, GOOD + "description: &r [*r]\n", "recursive")
+    # flow nesting is refused from the text (PyYAML's scanner is quadratic in it: a 1 MB "[[[..."
+    # would take hours); block nesting ends in a RecursionError, turned into one line
+    t0 = time.monotonic()
+    _bad_text(tmp_path, "a: " + "[" * 400_000 + "]" * 400_000 + "\n", "nested over 50 deep")
+    assert time.monotonic() - t0 < 5
+    _bad_text(tmp_path, "".join(" " * i + "k:\n" for i in range(1200)), "nested too deeply")
+
+
+def test_duplicate_key(tmp_path):
+    _bad_text(tmp_path, GOOD + "title: again\n", "duplicate key 'title'")
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    _bad_text(tmp_path, GOOD + "grid: [unclosed\n", "line .* is not valid YAML")
+
+
+def test_python_tags_are_not_constructed(tmp_path):
+    _bad_text(tmp_path, GOOD + "description: !!python/object/apply:os.system [echo hi]\n",
+              "not valid YAML")
+
+
+# ---------------------------------------------------------------- keys and types
+
+def test_not_a_mapping(tmp_path):
+    _bad_text(tmp_path, "- a\n- b\n", "is a YAML mapping, got a list")
+    _bad_text(tmp_path, "", "is a YAML mapping, got nothing")
+
+
+@pytest.mark.parametrize("drop, match", [
+    ("title: a test study\n", "title is required"),
+    ("suite: train\n", "suite is required"),
+    ("source: {paper: arXiv:0, where: Fig. 1}\n", "source is required"),
+])
+def test_required_keys(tmp_path, drop, match):
+    _bad_text(tmp_path, GOOD.replace(drop, ""), match)
+
+
+def test_required_nested_keys(tmp_path):
+    _bad_text(tmp_path, GOOD.replace("paper: arXiv:0, ", ""), "source.paper is required")
+    _bad_text(tmp_path, GOOD.replace("shrink: nothing, ", ""), "quick.shrink is required")
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("title: a test study", "title: 42", "title must be text"),
+    ("title: a test study", "title: [a, b]", "title must be text"),
+    ("base: {model: gpt2-small, batch: 1, seq: 64}", "base: [model, batch]", "base must be a mapping"),
+    ("grid: {grad_accum: [1, 2]}", "grid: big", "grid must be a mapping or a list"),
+    ("grid: {grad_accum: [1, 2]}", "grid: [{grad_accum: 1}, 7]", r"grid\[1\] must be a mapping"),
+    ("published: [emani-gas-a100]", "published: {a: 1}", "published must be a list"),
+    ("published: [emani-gas-a100]", "published: [3]", "row ids"),
+    ("source: {paper: arXiv:0, where: Fig. 1}", "source: arXiv:0", "source must be a mapping"),
+    ("quick: {shrink: nothing, base: {steps: 2}}", "quick: yes", "quick must be a mapping"),
+    ("title: a test study", "title: \"two\\nlines\"", "one non-empty line"),
+])
+def test_types(tmp_path, old, new, match):
+    assert old in GOOD
+    _bad_text(tmp_path, GOOD.replace(old, new), match)
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("title:", "titel:", "unknown key titel .did you mean title"),
+    ("paper:", "papr:", "unknown key source.papr .did you mean paper"),
+    ("shrink: nothing,", "shrink: nothing, grdi: {},", "unknown key quick.grdi .did you mean grid"),
+    ("batch: 1", "bach: 1", "unknown key base.bach .did you mean batch"),
+    ("grad_accum:", "grad_acum:", "unknown key grid.grad_acum .did you mean grad_accum"),
+    ("suite: train", "suite: trian", "suite must be one of .* .did you mean train"),
+    ("emani-gas-a100", "emani-gas-a10", "not in llmbench/reference/published.csv .did you mean emani-gas-a100"),
+    ("batch: 1", "batch: 1, resize: {n_layer: 2}", "not 'n_layer' .did you mean n_layers"),
+])
+def test_unknown_names_get_the_closest_valid_one(tmp_path, old, new, match):
+    _bad_text(tmp_path, GOOD.replace(old, new, 1), match)
+
+
+def test_runner_keys_lists_in_base_and_empty_axes(tmp_path):
+    _bad_text(tmp_path, GOOD.replace("batch: 1", "batch: 1, hardware: h100"), "set by the runner")
+    _bad_text(tmp_path, GOOD.replace("batch: 1", "batch: [1, 2]"), "lists .axes. belong in grid")
+    _bad_text(tmp_path, GOOD.replace("[1, 2]", "[]"), "empty list")
+
+
+# ---------------------------------------------------------------- impossible numbers
+
+@pytest.mark.parametrize("key, value, match", [
+    ("batch", "0", "positive integer"), ("batch", "-3", "positive integer"),
+    ("batch", "1.5", "positive integer"), ("batch", "true", "positive integer"),
+    ("seq", "0", "positive integer"), ("repeats", "0", "positive integer"),
+    ("steps", "-1", "positive integer"), ("devices", "0", "positive integer"),
+    ("grad_accum", ".nan", "positive integer"), ("gen_len", "-1", "integer >= 0"),
+    ("sparsity", "1.0", r"\[0, 1\)"), ("sparsity", ".nan", r"\[0, 1\)"),
+    ("lr", ".inf", "positive number"), ("lr", "-.inf", "positive number"),
+    ("model", '""', "non-empty text"), ("compile", "1", "true or false"),
+])
+def test_impossible_values_name_the_key(tmp_path, key, value, match):
+    base = {"model": "gpt2-small", "batch": "1", "seq": "64", key: value}
+    text = GOOD.replace("{model: gpt2-small, batch: 1, seq: 64}",
+                        "{" + ", ".join(f"{k}: {v}" for k, v in base.items()) + "}")
+    msg = _bad_text(tmp_path, text, match)
+    assert f"base.{key}" in msg
+    # the same rule holds for every value of a grid axis and in quick:
+    _bad_text(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}", f"grid: {{{key}: [1, {value}]}}"),
+              f"grid.{key}")
+    _bad_text(tmp_path, GOOD.replace("base: {steps: 2}", f"base: {{{key}: {value}}}"),
+              f"quick.base.{key}")
+
+
+# ---------------------------------------------------------------- size
+
+def test_grid_size_is_counted_before_expanding(tmp_path):
+    axes = ", ".join(f"{k}: [1, 2, 3, 4]" for k in ("batch", "seq", "steps", "grad_accum", "devices",
+                                                      "warmup_steps", "seed"))
+    t0 = time.monotonic()  # 4^7 = 16384 points, refused without making one
+    msg = _bad_text(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}", f"grid: {{{axes}}}"),
+                    "at most")
+    assert f"{4 ** 7:,} points" in msg and 4 ** 7 > MAX_GRID_POINTS and time.monotonic() - t0 < 5
+    axis = "[" + ", ".join(str(i) for i in range(1, 101)) + "]"
+    square = f"{{batch: {axis}, seq: {axis}}}"  # 10,000 points: the limit itself is fine ...
+    assert len(load_spec(_write(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}",
+                                                       f"grid: [{square}]"))).grid) == 1
+    _bad_text(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}", f"grid: [{square}, {{seq: 8}}]"),
+              "10,001 points")  # ... and a list of mappings adds up
+    _bad_text(tmp_path, GOOD.replace("base: {steps: 2}", f"base: {{steps: 2}}, grid: {{{axes}}}"),
+              "quick.grid has")
