@@ -52,7 +52,7 @@ def reproduce_cmd(a) -> None:
 def report_cmd(a) -> None:
     """Build the report (tables, plots, report.html) from whatever the database holds."""
     from llmbench.report.reproduce import report
-    from llmbench.results.store import ResultsDB, default_path
+    from llmbench.results.store import default_path, open_readonly
 
     path = default_path(a.db)
     if not path.exists():
@@ -61,7 +61,7 @@ def report_cmd(a) -> None:
     if a.json:
         from llmbench._cliutil import console
         kw["console"] = console(stderr=True)
-    with ResultsDB(path) as rdb:
+    with open_readonly(path) as rdb:
         summary = report(rdb, a.out, meta={"db": str(path), "command": "llmbench report"}, log=_log(a.json), **kw)
     summary["db"] = str(path)
     if a.json:

@@ -16,12 +16,13 @@ FILTERS = ("study", "source", "suite", "model", "hardware", "status")
 
 
 def _open_existing(db: str | None):
-    from llmbench.results.store import ResultsDB, default_path
+    """The results DB, read-only (a read-only file or folder can be listed and exported)."""
+    from llmbench.results.store import default_path, open_readonly
 
     path = default_path(db)
     if not Path(path).exists():
         raise ValueError(f"no results database at {path} (run `llmbench study run NAME` or pass --db)")
-    return ResultsDB(path)
+    return open_readonly(path)
 
 
 def _filters(a) -> dict:
@@ -71,6 +72,20 @@ def register(cli) -> None:
     p = g.command("load-published", results_load_published)
     add_db(p)
     add_json(p)
+    p = g.command("import", results_import)
+    p.add_argument("file", help="a result saved to a side file when the DB could not be written")
+    add_db(p)
+    add_json(p)
+
+
+def results_import(a) -> None:
+    """Record a result that was saved to a side file (the DB was unusable when it was measured)."""
+    from llmbench.results.safe import load_saved
+
+    key = load_saved(a.db, a.file)
+    if a.json:
+        return emit_json({"key": key, "file": a.file})
+    print(f"recorded {a.file} as {key[:10]}")
 
 
 def results_list(a) -> None:

@@ -13,6 +13,8 @@ import argparse
 
 from llmbench._cliutil import add_db, add_device, add_json, emit_json, headline, table
 
+RETRY_HELP = "measure again points recorded as crashed (their process died while measuring)"
+
 
 def study_rows() -> list[dict]:
     from llmbench.studies.spec import studies
@@ -46,9 +48,9 @@ def _print_results(summary: dict) -> None:
         out.append([str(r["point"].get(k)) for k in axes] + [r["status"], result])
     table(f"{summary['study']}{' (quick)' if summary['quick'] else ''} on {summary['hardware']}",
           axes + ["status", "result"], out)
-    print(f"{c['ok']} ok, {c['oom']} oom, {c['error']} error, {c['skipped']} skipped; this run: "
-              f"ran {summary['ran']}, skipped {summary['skipped_now']}, already recorded "
-              f"{summary['already_recorded']}; results in {summary['db']}")
+    counts = ", ".join(f"{c.get(k, 0)} {k}" for k in ("ok", "oom", "error", "skipped", "crashed", "running"))
+    print(f"{counts}; this run: ran {summary['ran']}, skipped {summary['skipped_now']}, already "
+          f"recorded {summary['already_recorded']}; results in {summary['db']}")
 
 
 def register(cli) -> None:
@@ -60,6 +62,7 @@ def register(cli) -> None:
     add_device(p)
     add_db(p)
     p.add_argument("--force", action="store_true", help="plan bf16/fp16 on a CPU too")
+    p.add_argument("--retry-crashed", action="store_true", help=RETRY_HELP)
     add_json(p)
     p = g.command("run", study_run)
     _name(p)
@@ -69,6 +72,7 @@ def register(cli) -> None:
     p.add_argument("--force", action="store_true",
                    help="run bf16/fp16 on a CPU anyway; retry points recorded as skipped")
     p.add_argument("--redo", action="store_true", help="measure every point again, recorded or not")
+    p.add_argument("--retry-crashed", action="store_true", help=RETRY_HELP)
     p.add_argument("--suite-module", help=argparse.SUPPRESS)  # module with run_suite (tests only)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="JSON output (the recorded results)")
@@ -95,13 +99,14 @@ def study_list(a) -> None:
 
 def study_show(a) -> None:
     """The study's points and what a run would do with each (run, skip and why, done)."""
-    from llmbench.results.store import ResultsDB
+    from llmbench.results.store import open_readonly
     from llmbench.studies.runner import describe, plan_study
     from llmbench.studies.spec import get_study
 
     spec = get_study(a.name)
-    with ResultsDB(a.db) as store:
-        plan = plan_study(spec, store, quick=a.quick, device=a.device, force=a.force)
+    with open_readonly(a.db, missing_ok=True) as store:
+        plan = plan_study(spec, store, quick=a.quick, device=a.device, force=a.force,
+                          retry_crashed=a.retry_crashed)
     rows = [{"key": p.key, "action": p.action, "reason": p.reason,
              "recorded_status": p.recorded_status, "point": p.point} for p in plan.points]
     info = {"study": spec.name, "title": spec.title, "suite": spec.suite, "source": spec.source,
@@ -122,7 +127,8 @@ def study_run(a) -> None:
     from llmbench.studies.runner import run_study
 
     summary = run_study(a.name, quick=a.quick, device=a.device, db=a.db, force=a.force, redo=a.redo,
-                        suite_module=a.suite_module, progress=not a.no_progress)
+                        retry_crashed=a.retry_crashed, suite_module=a.suite_module,
+                        progress=not a.no_progress)
     if a.json:
         return emit_json(summary)
     _print_results(summary)
