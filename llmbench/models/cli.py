@@ -24,8 +24,10 @@ def model_summary(spec) -> dict:
         flops_per_token, kv_cache_bytes_per_token, param_breakdown, param_count,
         training_memory_bytes,
     )
+    from llmbench.models.summary import architecture_summary
+
     mem = training_memory_bytes(spec, "bf16")
-    return {
+    return {**architecture_summary(spec),
         "name": spec.name, "family": spec.family, "params": param_count(spec),
         "params_breakdown": param_breakdown(spec),
         "n_layers": spec.n_layers, "d_model": spec.d_model, "n_heads": spec.n_heads,
@@ -69,6 +71,16 @@ def models_show(a) -> None:
                                     "position", "tied_embeddings", "head")]
     rows.append(("params", f"{info['params']:,}"))
     rows += [(f"  {part}", f"{n:,}") for part, n in info["params_breakdown"].items() if n]
+    if info["n_experts"]:
+        rows += [("active params (per token)", f"{info['active_params']:,} ({info['active_fraction']:.1%})"),
+                 ("experts", f"{info['n_experts']} routed, top-{info['n_experts_active']}, "
+                             f"{info['n_shared_experts']} shared, width {info['d_ff_expert']}, "
+                             f"{info['n_moe_layers']} MoE layers, router {info['router_score']}"),
+                 ("expert weights read per token (batch 1)", fmt_bytes(info["expert_weight_bytes_read_batch1"]))]
+    rows.append(("attention", info["attention"] + (f", kv_lora_rank {info['kv_lora_rank']}" if info["kv_lora_rank"]
+                                                   else "") + (f", sliding window {info['sliding_window']} "
+                                                               f"({info['global_layers']} global layers)"
+                                                               if info["sliding_window"] else "")))
     rows += [(f"train FLOPs/token (T={info['flops_seq_len']})", fmt_count(info["flops_per_token_train"])),
              ("infer FLOPs/token (decode at T)", fmt_count(info["flops_per_token_infer"])),
              ("training memory (bf16 + fp32 master + Adam)", fmt_bytes(info["training_memory_bytes"])),
