@@ -59,6 +59,10 @@ def load_tokenizer(kind: str = "auto"):
     except (ImportError, OSError, Exception) as exc:  # tokenizers missing or file unreadable
         if kind == "bpe":
             raise ValueError(f"BPE tokenizer unavailable: {exc}") from None
+        import warnings
+
+        warnings.warn(f"corpus tokenized as bytes, not BPE ({type(exc).__name__}: {exc}); "
+                      "`pip install 'llmbench[torch]'` brings the tokenizers package", stacklevel=2)
         return ByteTokenizer()
 
 
