@@ -124,11 +124,25 @@ def test_out_of_memory_is_a_result(one_thread):
     assert r["metrics"]["peak_mem_bytes"] > 0 and "step_time_s" not in r["metrics"]
 
 
-def test_stop_gap_front_end(capsys):
-    from llmbench.measure.parallel_train import main
+def test_front_end_and_summary_of_the_gpu_script(capsys, tmp_path, one_thread):
+    """The Python side of scripts/gpu_checks_parallel.sh: --json, then print_summaries."""
+    from llmbench.measure.parallel_train import main, print_summaries
     assert main(["--model", "gpt2-small", "--tp", "5", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --tp 5") and len(err.strip().splitlines()) == 1
+    tiny = ["--n-layers", "2", "--d-model", "64", "--n-heads", "4", "--vocab-size", "256"]
+    assert main(["--model", "gpt2-xl", *tiny, "--zero", "3", "--recompute", "selective", "--batch", "4",
+                 "--micro-batch", "2", "--seq", "32", "--steps", "2", "--precision", "bf16",
+                 "--device", "cpu", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "ok" and result["metrics"]["grad_accum"] == 2
+    (tmp_path / "run.json").write_text(json.dumps(result))
+    (tmp_path / "broken.json").write_text("{")
+    print_summaries([str(tmp_path / "run.json"), str(tmp_path / "broken.json")])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("run.json: gpt2-xl tp=1 zero=3 recompute=selective: 1 processes")
+    assert "tokens/s" in out[1] and "MFU - (no datasheet)" in out[1]
+    assert out[-1].startswith("broken.json: no result")
 
 
 # ---------------------------------------------------------------- several processes

@@ -114,7 +114,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out = check(int(os.environ.get("WORLD_SIZE", "1")))
     if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps(out) if "--json" in argv else table(out))
+        print(json.dumps(out) if "--json" in argv else table(out), flush=True)
+    from llmbench.measure.parallel_train import teardown
+    teardown()
     return 0
 
 

@@ -193,6 +193,15 @@ def measure(spec, layout: ParallelLayout, run: TrainRun, plan: BatchPlan, device
 
 # ---------------------------------------------------------------- one job, every rank
 
+def teardown() -> None:
+    """Leave the process group together (a barrier, then destroy_process_group), so that no rank
+    exits while another still talks to it."""
+    import torch.distributed as tdist
+    if tdist.is_initialized():
+        tdist.barrier()
+        tdist.destroy_process_group()
+
+
 def _needs_group(layout: ParallelLayout, world: int) -> bool:
     return world > 1 or layout.tp > 1 or layout.fsdp
 
@@ -213,9 +222,8 @@ def _dp_rank(mesh) -> int:
 
 def _memory_of_rank(device: torch.device, r: dict | None) -> dict:
     mem = {"peak_mem_bytes": dev.peak_memory_bytes(device), **dev.memory_stats(device)}
-    for key in ("param_bytes", "grad_bytes", "optimizer_state_bytes"):
-        if r is not None:
-            mem[key] = r[key]
+    if r is not None:  # None: out of memory before the model was laid out
+        mem.update({k: r[k] for k in ("param_bytes", "grad_bytes", "optimizer_state_bytes")})
     return mem
 
 
@@ -300,7 +308,7 @@ def summarize(spec, layout, run: TrainRun, plan: BatchPlan, device, r: dict, ran
         "achieved_tflops": model_flops / step_s / 1e12, "hardware_tflops": hw_flops / step_s / 1e12,
         "mfu": model_flops / step_s / world / peak if peak else None, "datasheet": hw,
         "flops_per_step": model_flops, "hardware_flops_per_step": hw_flops,
-        "tokens_per_step": run.batch * run.seq, "world_size": world, "dp": plan.dp, "tp": layout.tp,
+        "tokens_per_step": run.batch * run.seq, "batch": run.batch, "world_size": world, "dp": plan.dp, "tp": layout.tp,
         "micro_batch": plan.micro_batch, "grad_accum": plan.grad_accum, "layout": layout.to_dict(),
         "warmup_s": r["warmup_s"], "steps": len(times), "losses": losses,
         "loss_first": losses[0], "loss_last": losses[-1],
@@ -347,22 +355,40 @@ def main(argv=None) -> int:
     if int(os.environ.get("RANK", "0")) == 0:
         result["environment"] = dev.collect_environment(dev.resolve(given.get("device", "auto")))
         result["model"] = spec.name
-        print(json.dumps(result, indent=2, default=str) if a["json"] else _line(spec, result))
+        result["run"] = {k: given[k] for k in run_keys if k in given}
+        print(json.dumps(result, indent=2, default=str) if a["json"] else summary(result), flush=True)
+    teardown()
     return 0
 
 
-def _line(spec, result: dict) -> str:
-    m = result["metrics"]
+def summary(result: dict) -> str:
+    """Three lines for a person: the layout, speed and MFU, loss and memory per rank."""
+    m, name = result["metrics"], result.get("model", "model")
     mem = ", ".join(f"{g['peak_mem_bytes'] / 2**20:,.0f}" for g in m["memory_per_rank"])
     if result["status"] != "ok":
-        return f"{spec.name}: {result['status']} ({result['error']}); peak memory per rank MiB: {mem}"
+        return f"{name}: {result['status']} ({result['error']}); peak memory per rank MiB: {mem}"
     mfu = f"{m['mfu']:.1%} of {m['datasheet']}" if m["mfu"] is not None else "- (no datasheet)"
     params = ", ".join(f"{g['param_bytes'] / 2**20:,.1f}" for g in m["memory_per_rank"])
-    return (f"{spec.name} {m['layout']} dp={m['dp']} micro_batch={m['micro_batch']} grad_accum={m['grad_accum']}\n"
-            f"  step {m['step_time_s']:.4f} s, {m['tokens_per_s']:,.1f} tokens/s, "
-            f"{m['achieved_tflops']:.4f} TFLOP/s model ({m['hardware_tflops']:.4f} with recompute), MFU {mfu}\n"
+    lay = m["layout"]
+    layout = (f"tp={lay['tp']} zero={lay['zero']} recompute={lay['recompute']}"
+              + (f" compile={lay['compile_backend']}" if lay["compile"] else ""))
+    return (f"{name} {layout}: {m['world_size']} processes = dp {m['dp']} x tp {m['tp']}; micro_batch {m['micro_batch']} x grad_accum "
+            f"{m['grad_accum']} x dp {m['dp']} = batch {m['batch']}\n"
+            f"  step {m['step_time_s']:.4f} s, {m['tokens_per_s']:,.1f} tokens/s, {m['achieved_tflops']:.4f} "
+            f"TFLOP/s model ({m['hardware_tflops']:.4f} with recompute), MFU {mfu}\n"
             f"  loss {m['loss_first']:.4f} -> {m['loss_last']:.4f}; per rank: peak memory MiB "
             f"({m['peak_mem_kind']}) {mem}; parameters MiB {params}")
+
+
+def print_summaries(paths: list[str]) -> None:
+    """One summary per JSON file that `--json` wrote (a file that is not one says so)."""
+    import json
+    for path in paths:
+        try:
+            result = json.loads(open(path).read())
+            print(f"{os.path.basename(path)}: {summary(result)}")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"{os.path.basename(path)}: no result ({type(exc).__name__}: {exc})")
 
 
 if __name__ == "__main__":
