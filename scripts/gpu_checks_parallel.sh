@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# FSDP2 + activation checkpointing at bf16 on CUDA (issue 13, step 6): GPT-2 XL and GPT-3 2.7B,
+# tokens/s and MFU against the datasheet. Written for one H200 (at most 6 minutes: BUDGET_S=360
+# caps the whole script, each step has its own timeout); NPROC=N runs the same on N GPUs of a node.
+#
+#   bash scripts/gpu_checks_parallel.sh [OUT_DIR]          # default: $OUT, else /tmp/llmbench-gpu-parallel
+#   NPROC=8 bash scripts/gpu_checks_parallel.sh            # 8 GPUs: the global batch grows with NPROC
+#   SMOKE=1 DEVICE=cpu bash scripts/gpu_checks_parallel.sh # the same steps on a tiny model, on the CPU
+#
+# Each step runs `torchrun -m llmbench.measure.parallel_train ... --json` and writes OUT_DIR/NAME.json:
+#   gpt2xl_zero3_selective_bf16.json          GPT-2 XL, FSDP2 (zero 3), selective recompute, eager
+#   gpt3-2.7b_zero3_full_bf16.json            GPT-3 2.7B, FSDP2, full recompute, eager
+#   gpt2xl_zero3_selective_bf16_compile.json  GPT-2 XL as above with torch.compile per block
+#   gpt3-2.7b_zero3_selective_bf16_compile.json  GPT-3 2.7B, selective, compile, 2 micro-batches of 4
+# Aims (issue 13): GPT-2 XL MFU >= 50%, the 2.7B FSDP2 + checkpointing run >= 45% (model FLOPs:
+# recomputation not counted; `hardware_tflops` in the JSON counts it). A failing step does not stop
+# the others; the summary at the end prints one block per JSON.
+set -u
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT_DIR="${1:-${OUT:-${TMPDIR:-/tmp}/llmbench-gpu-parallel}}"
+PY="${PYTHON:-python3}"
+NPROC="${NPROC:-1}"
+DEVICE="${DEVICE:-cuda}"
+BUDGET_S="${BUDGET_S:-360}"
+mkdir -p "$OUT_DIR"
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+export LLMBENCH_HOME="$OUT_DIR/llmbench-home"
+cd "$REPO"
+T0=$(date +%s)
+
+# SMOKE=1: a 2-layer, width-64 model with a small batch, and the 'eager' compile backend (inductor
+# compiles for minutes on a CPU); the options given last win.
+SMOKE_ARGS=()
+if [ "${SMOKE:-0}" = 1 ]; then
+  SMOKE_ARGS=(--n-layers 2 --d-model 64 --n-heads 4 --vocab-size 256 --seq 32 --steps 2 --warmup-steps 1
+              --compile-backend eager)
+fi
+
+step() {  # step NAME TIMEOUT_S MICRO_BATCH ARGS... : OUT_DIR/NAME.json, stderr to NAME.err
+  local name="$1" limit="$2" mb="$3"; shift 3
+  local t=$(date +%s)
+  local left=$(( BUDGET_S - (t - T0) ))
+  if [ "$left" -lt 30 ]; then echo "[$(( t - T0 ))s] $name: skipped (time budget spent)"; return 0; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local batch=$(( mb * NPROC * ${GRAD_ACCUM:-1} ))
+  [ "${SMOKE:-0}" = 1 ] && batch=$(( 2 * NPROC * ${GRAD_ACCUM:-1} )) && mb=2
+  timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" \
+    -m llmbench.measure.parallel_train "$@" --device "$DEVICE" --precision bf16 \
+    --batch "$batch" --micro-batch "$mb" "${SMOKE_ARGS[@]}" --json > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+  local rc=$?
+  echo "[$(( $(date +%s) - T0 ))s] $name: exit $rc in $(( $(date +%s) - t ))s"
+  [ $rc -ne 0 ] && grep -v "^\*\|OMP_NUM_THREADS" "$OUT_DIR/$name.err" | tail -3
+  return 0
+}
+
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
+  "$PY" -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
+} > "$OUT_DIR/env_parallel.txt" 2>&1
+cat "$OUT_DIR/env_parallel.txt"
+
+step gpt2xl_zero3_selective_bf16 75 16 --model gpt2-xl --seq 1024 --zero 3 --recompute selective \
+  --steps 6 --warmup-steps 3
+step gpt3-2.7b_zero3_full_bf16 75 8 --model gpt3-2.7b --seq 2048 --zero 3 --recompute full \
+  --steps 5 --warmup-steps 2
+step gpt2xl_zero3_selective_bf16_compile 120 16 --model gpt2-xl --seq 1024 --zero 3 --recompute selective \
+  --steps 6 --warmup-steps 3 --compile
+GRAD_ACCUM=2 step gpt3-2.7b_zero3_selective_bf16_compile 120 4 --model gpt3-2.7b --seq 2048 --zero 3 \
+  --recompute selective --grad-accum 2 --steps 5 --warmup-steps 2 --compile
+
+"$PY" -c "import sys; from llmbench.measure.parallel_train import print_summaries; print_summaries(sys.argv[1:])" \
+  "$OUT_DIR"/gpt*.json
+echo "total $(( $(date +%s) - T0 ))s; results in $OUT_DIR"
