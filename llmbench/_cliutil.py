@@ -133,6 +133,7 @@ def add_fields(p: argparse.ArgumentParser, cls, names, *, defaults: dict | None 
         m = f.metadata
         default = defaults.get(name, f.default if f.default is not MISSING else None)
         kw = {"dest": name, "default": default}
+        text = help.get(name, m["help"])
         if isinstance(default, bool):
             kw["action"] = argparse.BooleanOptionalAction if default else "store_true"
         elif name in many:
@@ -145,7 +146,6 @@ def add_fields(p: argparse.ArgumentParser, cls, names, *, defaults: dict | None 
             kw["type"] = float_in(m["low"], m["high"], name)
         if m["choices"]:
             kw["choices"] = m["choices"]
-        text = help.get(name, m["help"])
         unit = f" [{m['unit']}]" if m["unit"] else ""
         if name in required:
             kw["required"] = True
@@ -180,28 +180,6 @@ _HEADLINE = ("latency_s_p50", "tokens_per_s", "samples_per_s", "fwd_bwd_tflops",
              "step_time_s", "fwd_bwd_time_s")
 
 
-def _open_existing(db: str | None):
-    from llmbench.results.store import ResultsDB, default_path
-
-    path = default_path(db)
-    if not Path(path).exists():
-        raise ValueError(f"no results database at {path} (run `llmbench study run NAME` or pass --db)")
-    return ResultsDB(path)
-
-
-def _filters(a) -> dict:
-    return {k: getattr(a, k) for k in FILTERS}
-
-
-def _add_filters(p) -> None:
-    p.add_argument("--study", help="only points of this study")
-    p.add_argument("--source", choices=("measured", "predicted", "published"))
-    p.add_argument("--suite")
-    p.add_argument("--model")
-    p.add_argument("--hardware")
-    p.add_argument("--status", help="ok | oom | error | skipped")
-
-
 def headline(metrics: dict) -> str:
     """The one or two figures that say most: a rate or time, then the fraction of a ceiling."""
     out = []
@@ -219,7 +197,6 @@ def headline(metrics: dict) -> str:
         for name, v in metrics.items():
             return f"{name}={v:.4g}" if isinstance(v, float) else f"{name}={v}"
     return " ".join(out)
-
 
 
 def json_default(o):

@@ -2,7 +2,7 @@
 import json
 import subprocess
 import sys
-from dataclasses import MISSING, fields
+from dataclasses import MISSING
 from pathlib import Path
 
 import pytest

@@ -20,12 +20,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from llmbench.errors import BadInput
 from llmbench.measure import device as dev
-from llmbench.measure.modeling import apply_rotary, rotary_cos_sin
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -108,6 +106,9 @@ def plan_batch(layout: ParallelLayout, world: int, batch: int) -> BatchPlan:
 def check_layout(spec, layout: ParallelLayout, plan: BatchPlan) -> None:
     """What the model's shape and torch allow; one BadInput line naming the option."""
     tp = layout.tp
+    if tp > 1 and (spec.is_moe or spec.is_mla):
+        raise BadInput(f"--tp {tp}: tensor parallelism of {'MoE experts' if spec.is_moe else 'MLA'} "
+                       "is not built; use --zero 2/3 (FSDP2) for this model")
     for name, size in (("n_heads", spec.n_heads), ("n_kv_heads", spec.n_kv_heads), ("d_ff", spec.d_ff)):
         if size % tp:
             raise BadInput(f"--tp {tp} does not divide the model's {name} ({size})")
@@ -157,39 +158,6 @@ def parallelize(model: nn.Module, layout: ParallelLayout, mesh, *, precision: st
 
 # ---------------------------------------------------------------- tensor parallel
 
-class LocalHeadsAttention(nn.Module):
-    """Attention over this rank's share of the heads, for tensor parallelism.
-
-    It takes over an `Attention`'s qkv and proj Linear layers (parameter names stay `attn.qkv.*`,
-    `attn.proj.*`) and runs the same computation as `modeling.Attention.forward` without a KV cache,
-    except that the heads' output is reshaped to (B, T, local heads x d_head) instead of the input
-    width: `Attention.forward` reshapes to x.shape[-1], which only holds when a rank has every head.
-    (With `reshape(B, T, -1)` there, TP would only need to set n_heads / n_kv_heads, as gpt-fast.)"""
-
-    def __init__(self, attn: nn.Module, tp: int):
-        super().__init__()
-        self.qkv, self.proj = attn.qkv, attn.proj
-        self.n_heads, self.n_kv_heads = attn.n_heads // tp, attn.n_kv_heads // tp
-        self.d_head, self.causal, self.n_rot = attn.d_head, attn.causal, attn.n_rot
-
-    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
-        if cache is not None:
-            raise NotImplementedError("tensor-parallel attention is for training: no KV cache")
-        B, T, _ = x.shape
-        h, hk, hd = self.n_heads, self.n_kv_heads, self.d_head
-        q, k, v = self.qkv(x).split((h * hd, hk * hd, hk * hd), dim=-1)  # this rank's heads
-        q = q.view(B, T, h, hd).transpose(1, 2)  # (B, h/tp, T, hd)
-        k = k.view(B, T, hk, hd).transpose(1, 2)  # (B, hk/tp, T, hd)
-        v = v.view(B, T, hk, hd).transpose(1, 2)  # (B, hk/tp, T, hd)
-        if self.n_rot:
-            cos, sin = rotary_cos_sin(self.n_rot, torch.arange(T, device=x.device), q.dtype)
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        kwargs = {"enable_gqa": True} if hk != h else {}
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, **kwargs)
-        y = y.transpose(1, 2).reshape(B, T, h * hd)  # (B, T, C/tp)
-        return self.proj(y)
-
-
 def rank_major_rows(sizes: tuple[int, ...], tp: int) -> torch.Tensor:
     """Row order that puts each rank's slice of every fused piece side by side.
 
@@ -218,8 +186,10 @@ def apply_tp(model: nn.Module, tp_mesh) -> None:
         hd = attn.d_head
         _reorder_rows(attn.qkv, rank_major_rows((attn.n_heads * hd, attn.n_kv_heads * hd,
                                                  attn.n_kv_heads * hd), tp))
-        block.attn = LocalHeadsAttention(attn, tp)
-        if block.mlp.swiglu:  # fused gate | up: each rank must hold its gate and its up rows
+        # Attention.forward reshapes its output to (B, T, heads x d_head): with this rank's share
+        # of the heads it runs unchanged (as gpt-fast's tp.py sets n_head / n_local_heads)
+        attn.n_heads, attn.n_kv_heads = attn.n_heads // tp, attn.n_kv_heads // tp
+        if block.mlp.gated:  # fused gate | up: each rank must hold its gate and its up rows
             f = block.mlp.proj.in_features
             _reorder_rows(block.mlp.fc, rank_major_rows((f, f), tp))
         parallelize_module(block, tp_mesh, {

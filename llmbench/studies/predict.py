@@ -10,7 +10,7 @@ model says does not fit is recorded with status `oom`; a point it rejects, `skip
 """
 from __future__ import annotations
 
-from llmbench.results.store import ResultsDB, point_key
+from llmbench.results.store import ResultsDB
 from llmbench.studies.spec import get_study, model_spec
 
 FALLBACK_PRECISIONS = ("bf16", "cbf16", "fp16", "fp32")
