@@ -7,8 +7,9 @@
 
 `--batch` is the global batch (all processes, all micro-steps), as everywhere in llmbench;
 `--micro-batch` the sequences one process runs per micro-step. No torch at import time. Each
-result is printed (a table, or --json with status, metrics, error, environment, workload) and
-recorded in the results DB (--db, else $LLMBENCH_DB, else ./llmbench-results.db) unless --no-record.
+result is printed (a table, or --json: workload, status, metrics, info, error, environment, key)
+and recorded in the results DB (--db, else $LLMBENCH_DB, else ./llmbench-results.db) under its
+resolved Workload unless --no-record; `info` is stored in the row's environment["info"].
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from llmbench._cliutil import (add_db, add_fields, add_json, emit_json, int_in, 
                                values)
 from llmbench.measure.options import RunOptions
 from llmbench.point import Workload
-from llmbench.units import fmt_metric, label
+from llmbench.units import fmt_flops, fmt_metric, fmt_num, fmt_rate_bytes, label
 
 COMMANDS = {  # suite: (Workload fields, RunOptions fields, per-command defaults, columns shown)
     "block": (("model", "batch", "seq_len", "precision", "hardware"),
@@ -42,8 +43,9 @@ COMMANDS = {  # suite: (Workload fields, RunOptions fields, per-command defaults
                ("batch", "tokens_per_s", "step_time_s", "achieved_tflops", "loss_first", "loss_last",
                 "peak_mem_bytes")),
 }
+CEILINGS_RUN = ("device", "repeats", "gemm_size", "save_profile")
 DECODER_COLUMNS = ("batch", "prefill_tokens_per_s", "time_to_first_token_s", "decode_tokens_per_s",
-                   "decode_time_s_per_token", "peak_mem_bytes")
+                   "decode_tokens_per_s_per_seq", "decode_time_s_per_token", "peak_mem_bytes")
 ENCODER_COLUMNS = ("batch", "latency_s_p50", "latency_s_p90", "latency_s_p99", "samples_per_s",
                    "achieved_tflops")
 
@@ -55,19 +57,17 @@ def register(cli) -> None:
         add_fields(p, Workload, wf, defaults=defaults, many=("batch",),
                    help={"hardware": "catalog entry the MFU is taken against (default: detected)"})
         add_fields(p, RunOptions, rf, defaults=defaults)
-        if suite in ("train", "genslm"):
+        if suite in ("train", "infer", "genslm"):
             p.add_argument("--n-layers", type=int_in(1, name="n-layers"),
                            help="fewer layers than the preset (a shrunk model; recorded as resize)")
         _outputs(p)
     p = g.command("ceilings", ceilings_cmd)
-    add_fields(p, RunOptions, ("device", "repeats"))
-    p.add_argument("--model", help="also the GEMM shapes of this model's layer")
-    p.add_argument("--batch", type=int_in(1, name="batch"), default=1, help="batch of the layer shapes (default 1)")
-    p.add_argument("--seq", type=int_in(1, name="seq"), default=1024, help="sequence length of the layer shapes (default 1024)")
-    p.add_argument("--precision", help="comma list (default: all the device has)")
-    p.add_argument("--size", type=int_in(16, 65536, name="size"), help="square GEMM size (default 4096 CPU, 8192 GPU)")
-    p.add_argument("--save", action="store_true", default=True, help="save as the local hardware profile (default)")
-    p.add_argument("--no-save", dest="save", action="store_false", help="do not save the profile")
+    add_fields(p, Workload, ("model", "batch", "seq_len", "precision"),
+               defaults={"model": None, "batch": 1, "seq_len": 1024},
+               help={"model": "also the GEMM shapes of this model's layer (default: none)",
+                     "batch": "batch of the layer shapes", "seq_len": "sequence length of the layer shapes",
+                     "precision": "only this precision (default: every one the device has)"})
+    add_fields(p, RunOptions, CEILINGS_RUN)
     _outputs(p)
 
 
@@ -82,29 +82,34 @@ def _rank() -> int:
 
 
 def record(w, result: dict, db: str | None) -> str:
-    """Store one measured result under its workload; returns its key."""
+    """Store one measured result under its resolved workload (info in environment["info"]);
+    returns its key."""
     from llmbench.results.store import ResultsDB
 
+    environment = {**(result.get("environment") or {}), "info": result.get("info") or {}}
     with ResultsDB(db) as store:
         return store.record(w.to_dict(), source="measured", status=result["status"],
-                            metrics=result.get("metrics") or {}, environment=result.get("environment"),
+                            metrics=result.get("metrics") or {}, environment=environment,
                             error=result.get("error"))
 
 
-def _measure(suite: str, a) -> None:
+def _run(w, run, a) -> dict:
+    """Measure, record on rank 0 unless --no-record: the result with its workload first."""
     from llmbench.measure.suites import run_workload
 
+    w, res = run_workload(w, run)
+    if _rank() == 0 and not a.no_record:
+        res["key"] = record(w, res, a.db)
+    return {"workload": w.to_dict(), **res}
+
+
+def _measure(suite: str, a) -> None:
     wf, rf, _, columns = COMMANDS[suite]
     run = RunOptions(**values(a, rf))
     base = {k: v for k, v in values(a, wf).items() if k != "batch"}
     resize = {"n_layers": a.n_layers} if getattr(a, "n_layers", None) else {}
-    results = []
     try:
-        for batch in a.batch:
-            w, res = run_workload(Workload(suite=suite, batch=batch, resize=resize, **base), run)
-            if _rank() == 0 and not a.no_record:
-                res["key"] = record(w, res, a.db)
-            results.append({**res, "workload": w.to_dict()})
+        results = [_run(Workload(suite=suite, batch=batch, resize=resize, **base), run, a) for batch in a.batch]
     finally:
         _finish_distributed()
     if _rank() != 0:
@@ -114,15 +119,23 @@ def _measure(suite: str, a) -> None:
     if not columns:
         from llmbench.models import get_model
         columns = DECODER_COLUMNS if get_model(a.model).head == "lm" else ENCODER_COLUMNS
-    show(f"{suite}: {a.model} seq {a.seq_len}", results, columns)
+    w = results[0]["workload"]
+    show(f"{suite}: {a.model} seq {a.seq_len} {w['precision']} on {w['hardware']}", results, columns)
+
+
+def _fmt(name: str, x) -> str:
+    """A rate as a number (its column label names the unit: units.fmt_metric would read a name
+    ending in "_per_s" as seconds); anything else by units.fmt_metric."""
+    rate = name.endswith(("_per_s", "_per_seq", "tflops"))
+    return fmt_num(x) if rate else fmt_metric(name, x)
 
 
 def show(title: str, results: list[dict], columns) -> None:
-    """One row per result: the workload columns that vary, then the key metrics."""
+    """One row per result: the workload columns, then the key metrics."""
     rows = []
     for r in results:
         m, w = r.get("metrics") or {}, r["workload"]
-        rows.append([r["status"]] + [fmt_metric(k, m.get(k, w.get(k))) for k in columns] + [r.get("error") or ""])
+        rows.append([r["status"]] + [_fmt(k, m.get(k, w.get(k))) for k in columns] + [r.get("error") or ""])
     labels = tuple(label(c) for c in columns)
     table(title, ("status",) + labels + ("error",), rows, right=labels)
 
@@ -157,21 +170,10 @@ def genslm_cmd(a) -> None:
 
 
 def ceilings_cmd(a) -> None:
-    """GEMM FLOP/s per dtype (square, and a model layer's shapes) and copy bandwidth."""
-    from llmbench.measure.suites import run_suite
-
-    cfg = {"device": a.device, "model": a.model, "batch": a.batch, "seq": a.seq, "repeats": a.repeats,
-           "size": a.size, "save": a.save,
-           "precisions": [p.strip() for p in a.precision.split(",")] if a.precision else None}
-    res = run_suite("ceilings", cfg)
-    if not a.no_record:
-        point = {"suite": "ceilings", "model": a.model or "-", "hardware": res["environment"].get("profile")
-                 or res["environment"].get("device_type", "cpu")}
-        from llmbench.results.store import ResultsDB
-        with ResultsDB(a.db) as store:
-            res["key"] = store.record(point, source="measured", status=res["status"],
-                                      metrics=res.get("metrics") or {}, environment=res.get("environment"),
-                                      error=res.get("error"))
+    """GEMM FLOP/s per precision (square, and a model layer's shapes) and copy bandwidth; saved as
+    the local hardware profile."""
+    w = Workload(suite="ceilings", model=a.model or "-", batch=a.batch, seq_len=a.seq_len, precision=a.precision)
+    res = _run(w, RunOptions(**values(a, CEILINGS_RUN)), a)
     if a.json:
         return emit_json(res)
     _show_ceilings(res)
@@ -181,21 +183,17 @@ def _show_ceilings(res: dict) -> None:
     if res["status"] != "ok":
         print(f"{res['status']}: {res['error']}")
         return
-    m = res["metrics"]
-    rows = []
-    for p, r in m["gemm"].items():
-        if "skipped" in r:
-            rows.append(("GEMM", p, "-", "-", "-", "-", r["skipped"]))
-            continue
-        rows.append(("GEMM square", p, "x".join(map(str, r["shape"])),
-                     *(f"{r[k]:.3f}" for k in ("min", "median", "max")), "TFLOP/s"))
-    for p, r in m["layer"].items():
-        rows.append((f"GEMM {r['model']} layer", p, f"B={r['batch']} T={r['seq']}", "",
-                     f"{r['ceiling_tflops']:.3f}", "", "TFLOP/s (time-weighted, fwd+bwd)"))
-    c = m["copy"]
-    rows.append(("copy", "-", f"{c['bytes'] / 2**20:.0f} MiB", *(f"{c[k]:.1f}" for k in ("min", "median", "max")),
-                 "GB/s (read+write)"))
-    table(f"ceilings: {m['device']} ({m['repeats']} repetitions)",
-          ("what", "precision", "shape", "min", "median", "max", "unit"), rows, right=("min", "median", "max"))
-    if m.get("saved_to"):
-        print(f"saved profile: {m['saved_to']}")
+    m, info, w = res["metrics"], res["info"], res["workload"]
+    shape = "x".join(map(str, info["gemm_shape"]))
+    rows = [("GEMM square", p, shape, *(fmt_flops(r[k]) for k in ("min", "median", "max")))
+            for p, r in m["gemm_flops_per_s"].items()]
+    rows += [("GEMM skipped", p, why, "-", "-", "-") for p, why in info["skipped"].items()]
+    rows += [(f"GEMM {w['model']} layer fwd+bwd", p, f"B={w['batch']} T={w['seq_len']}", "", fmt_flops(rate), "")
+             for p, rate in m["layer_gemm_flops_per_s"].items()]
+    c = m["copy_bytes_per_s"]
+    rows.append(("copy (read+write)", "-", f"{info['copy_bytes'] / 2**20:.0f} MiB",
+                 *(fmt_rate_bytes(c[k]) for k in ("min", "median", "max"))))
+    table(f"ceilings: {info['device']} ({info['repeats']} repetitions)",
+          ("what", "precision", "shape", "min", "median", "max"), rows, right=("min", "median", "max"))
+    if info.get("saved_to"):
+        print(f"saved profile: {info['saved_to']}")

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llmbench.models.spec import ModelSpec, resize  # noqa: F401  (re-exported)
+from llmbench.models.spec import ModelSpec
 
 INIT_STD = 0.02  # GPT-2 / BERT initializer_range
 
