@@ -88,9 +88,10 @@ def test_unstructured_and_two_four_sparsity_in_info():
     _, r = measure("train", "gpt2-small", resize={"vocab_size": 128}, batch=2, seq_len=16, sparsity=0.75)
     sp = r["info"]["sparsity"]
     assert sp["sparsity"] == 0.75 and sp["zero_fraction_measured"] == pytest.approx(0.75, abs=0.01)
-    _, r = measure("train", "gpt2-small", resize={"vocab_size": 128}, batch=2, seq_len=16,
+    w, r = measure("train", "gpt2-small", resize={"vocab_size": 128}, batch=2, seq_len=16,
                    run=replace(CPU, steps=1, warmup_steps=0, sparsity_pattern="2:4"))
     sp = r["info"]["sparsity"]
+    assert w.sparsity == 0.5  # keyed apart from the dense workload
     assert sp["zero_fraction_measured"] == pytest.approx(0.5)
     assert sp["semi_structured"]["measured"] is False and "CUDA" in sp["semi_structured"]["reason"]
 
@@ -129,6 +130,8 @@ def test_oom_and_failures_are_results(monkeypatch):
     ({"layout": {"tp": 2}}, "data parallel only"),
     ({"hardware": "no-such-chip"}, "unknown hardware"),
     ({"suite": "train", "batch": 6, "micro_batch": 4}, "not a multiple"),
+    ({"suite": "train", "sparsity": 0.9, "run": replace(CPU, sparsity_pattern="2:4")}, "half the weights"),
+    ({"sparsity": 0.5}, "dense weights"),
 ])
 def test_bad_input_raises_before_measuring(kw, says):
     with pytest.raises(ValueError, match=says):

@@ -58,7 +58,7 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
     """Measure one Workload here: (the workload as measured, result dict)."""
     runner = _runner(w.suite)
     device = device_for(w, run)
-    w = resolve_workload(w, device)
+    w = resolve_workload(w, device, run)
     environment = dev.collect_environment(device)
     try:
         metrics, info = runner(w, run, device)
@@ -91,8 +91,10 @@ def device_for(w: Workload, run: RunOptions):
     return dev.resolve(run.device)
 
 
-def resolve_workload(w: Workload, device) -> Workload:
-    """The workload as it runs on `device`: hardware, precision, devices, micro-steps, layout."""
+def resolve_workload(w: Workload, device, run: RunOptions | None = None) -> Workload:
+    """The workload as it runs on `device`: hardware, precision, devices, micro-steps, layout,
+    and the sparsity a 2:4 pattern means (0.5: so its results are not keyed as dense ones)."""
+    w = w.with_(sparsity=_sparsity(w, run))
     hardware = _hardware(w, device)
     precision = _precision(w, hardware, device)
     if w.suite == "ceilings":
@@ -108,6 +110,18 @@ def resolve_workload(w: Workload, device) -> Workload:
     if w.suite == "infer" and w.spec().head != "lm":
         return w.with_(gen_len=0)  # an encoder generates nothing
     return w
+
+
+def _sparsity(w: Workload, run: RunOptions | None) -> float:
+    if w.suite not in DISTRIBUTED:
+        if w.sparsity:
+            raise BadInput(f"measure {w.suite} runs dense weights; sparsity is measured by train")
+        return 0.0
+    if run is None or run.sparsity_pattern != "2:4":
+        return w.sparsity
+    if w.sparsity not in (0.0, 0.5):
+        raise BadInput(f"sparsity pattern 2:4 zeroes half the weights; sparsity {w.sparsity} asks otherwise")
+    return 0.5
 
 
 def _layout(w: Workload) -> dict:
