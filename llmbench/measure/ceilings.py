@@ -114,8 +114,9 @@ def layer_ceiling(spec: ModelSpec, batch: int, seq: int, precision: str, device:
     total = sum(g.flops for g in gemms)
     best_time = sum(g.flops / per[g.name][stat] for g in gemms)
     return {"flops_per_s": total / best_time, "gemm_flops": total,
-            "gemms": {g.name: {"M": g.M, "N": g.N, "K": g.K, "count": g.count,
-                               "flops_per_s": per[g.name]} for g in gemms}}
+            "gemms": {g.name: {"M": g.M, "N": g.N, "K": g.K, "count": g.count, "flops": g.flops,
+                               "flops_per_s": {k: per[g.name][k] for k in ("min", "median", "max")},
+                               "time_s_median": per[g.name]["time_s_median"]} for g in gemms}}
 
 
 def copy_bandwidth(device: torch.device, *, n_bytes: int = 256 * 2**20, repeats: int = 5) -> dict:

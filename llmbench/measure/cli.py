@@ -31,8 +31,8 @@ COMMANDS = {  # suite: (Workload fields, RunOptions fields, per-command defaults
               ("device", "steps", "warmup_steps", "data", "sparsity_pattern", "compile", "baseline",
                "baseline_tokens_per_s", "seed", "lr"),
               {"model": "gpt2-small", "batch": 4, "seq_len": 256},
-              ("batch", "tokens_per_s", "step_time_s", "achieved_tflops", "mfu", "peak_mem_bytes",
-               "devices", "scaling_efficiency")),
+              ("batch", "micro_batch", "grad_accum", "devices", "tokens_per_s", "step_time_s",
+               "achieved_tflops", "mfu", "peak_mem_bytes", "scaling_efficiency")),
     "infer": (("model", "batch", "seq_len", "gen_len", "precision", "hardware"),
               ("device", "repeats", "warmup", "seed"),
               {"model": "bert-base", "batch": 1, "seq_len": 128, "gen_len": 16, "repeats": 20, "warmup": 2},
@@ -43,6 +43,7 @@ COMMANDS = {  # suite: (Workload fields, RunOptions fields, per-command defaults
                ("batch", "tokens_per_s", "step_time_s", "achieved_tflops", "loss_first", "loss_last",
                 "peak_mem_bytes")),
 }
+_LABELS = {"micro_batch": "micro", "grad_accum": "accum", "decode_tokens_per_s_per_seq": "decode tok/s/seq"}  # narrow columns (units.LABELS lacks them)
 CEILINGS_RUN = ("device", "repeats", "gemm_size", "save_profile")
 DECODER_COLUMNS = ("batch", "prefill_tokens_per_s", "time_to_first_token_s", "decode_tokens_per_s",
                    "decode_tokens_per_s_per_seq", "decode_time_s_per_token", "peak_mem_bytes")
@@ -136,7 +137,7 @@ def show(title: str, results: list[dict], columns) -> None:
     for r in results:
         m, w = r.get("metrics") or {}, r["workload"]
         rows.append([r["status"]] + [_fmt(k, m.get(k, w.get(k))) for k in columns] + [r.get("error") or ""])
-    labels = tuple(label(c) for c in columns)
+    labels = tuple(_LABELS.get(c) or label(c) for c in columns)
     table(title, ("status",) + labels + ("error",), rows, right=labels)
 
 
