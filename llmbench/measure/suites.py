@@ -87,7 +87,7 @@ def device_for(w: Workload, run: RunOptions):
     """The torch device, resolved once: training under torchrun gets its local rank's device."""
     if w.suite in DISTRIBUTED:
         from llmbench.measure.train import setup_distributed
-        return setup_distributed(run.device)
+        return setup_distributed(run.device)[0]
     return dev.resolve(run.device)
 
 

@@ -90,19 +90,20 @@ def _rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
-def setup_distributed(device_name: str) -> torch.device:
-    """The torch device of this process: under torchrun (WORLD_SIZE > 1) its local rank's
-    accelerator, with the process group initialised; else `device_name` resolved."""
+def setup_distributed(device_name: str) -> tuple[torch.device, int, int]:
+    """(device, world, rank) of this process: under torchrun (WORLD_SIZE > 1) its local rank's
+    accelerator, with the process group initialised; else `device_name` resolved, 1, 0."""
     import torch.distributed as tdist
     device = dev.resolve(device_name)
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return device
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return device, 1, 0
     if dev.is_accelerator(device):
         device = torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
         dev.set_device(device)
     if not tdist.is_initialized():
         tdist.init_process_group(dev.backend(device))
-    return device
+    return device, world, _rank()
 
 
 def _step_fn(net, fwd, opt, data, sparsifier, w, *, ddp: bool, losses: list):
