@@ -88,11 +88,11 @@ def main() -> None:
     best_gemm = min(r[1] for r in rounds)
     best_ratio = (flops_counted / best_block) / (mm_counted / best_gemm)
     med_ach = statistics.median(r[2] for r in rounds)
-    print(f"square 4096^3 GEMM: median {square['median'] * 1e3:.1f}, max {square['max'] * 1e3:.1f} GFLOP/s")
+    print(f"square 4096^3 GEMM: median {square['median'] / 1e9:.1f}, max {square['max'] / 1e9:.1f} GFLOP/s")
     print(f"RESULT block achieved median {med_ach * 1e3:.1f} GFLOP/s; "
           f"frac_of_ceiling median of rounds {statistics.median(ratios):.3f}, best-vs-best {best_ratio:.3f}; "
           f"stricter (projection GEMMs only) median {statistics.median(strict):.3f}; "
-          f"best block vs square max {(flops_counted / best_block / 1e12) / square['max']:.3f} "
+          f"best block vs square max {(flops_counted / best_block) / square['max']:.3f} "
           f"(goal >= 0.85 of the layer-shape ceiling)")
 
 

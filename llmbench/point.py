@@ -53,9 +53,15 @@ def hardware_for_device(device_type: str, device_name: str = "") -> str:
         return "cpu"
     from llmbench.hardware.spec import catalog_name_for_device
 
-    entry = catalog_name_for_device(device_name)
-    if entry:
-        return entry
+    return catalog_name_for_device(device_name) or device_slug(device_type, device_name)
+
+
+def device_slug(device_type: str, device_name: str = "") -> str:
+    """'cpu' for a CPU, else the device's name as a slug ('NVIDIA H200' -> 'nvidia-h200'): the name
+    `llmbench measure ceilings` saves the device's measured profile under, kept apart from its
+    datasheet entry ('h200-sxm') so measured ceilings never overwrite datasheet peaks."""
+    if device_type == "cpu":
+        return "cpu"
     slug = "".join(c if c.isalnum() else "-" for c in device_name.lower())
     return "-".join(p for p in slug.split("-") if p) or device_type
 
@@ -112,6 +118,10 @@ METRICS = {
     "fits": ("", "whether the workload fits the devices' memory"),
     "mode": ("", "resident | weight_streaming | sram_pipeline, as executed"),
     "breakdown_s": ("s", "predicted time per term: compute, memory, network, stream, optimizer"),
+    # measured ceilings of a device (suite ceilings)
+    "gemm_flops_per_s": ("FLOP/s", "square GEMM per precision: {precision: {min, median, max}} of the repeats"),
+    "layer_gemm_flops_per_s": ("FLOP/s", "a model layer's GEMMs (fwd+bwd), time-weighted medians: {precision: rate}"),
+    "copy_bytes_per_s": ("bytes/s", "device memory copy, bytes read + written: {min, median, max} of the repeats"),
 }
 
 

@@ -49,7 +49,8 @@ def test_block_sweep_json_and_db(tiny_config, tmp_path, capsys):
     with ResultsDB(db) as store:
         rows = store.query(suite="block")
     assert len(rows) == 2 and {r["key"] for r in rows} == {r["key"] for r in out}
-    assert rows[0]["environment"]["torch_version"]
+    assert rows[0]["environment"]["torch_version"] and rows[0]["environment"]["info"]["flops_fwd"] > 0
+    assert rows[0]["point"] == out[0]["workload"]  # recorded under the resolved Workload
 
 
 def test_table_output_and_bad_input(tiny_config, capsys):
@@ -70,16 +71,27 @@ def test_bad_input_through_the_installed_command():
     assert p.returncode == 2 and p.stderr.startswith("error:") and "Traceback" not in p.stderr
 
 
-def test_ceilings_json_saves_profile(tmp_path, capsys, monkeypatch):
+def test_ceilings_json_saves_profile_and_records_a_workload(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LLMBENCH_HOME", str(tmp_path))
+    db = tmp_path / "c.db"
     code, out, err = run_main(capsys, "measure", "ceilings", "--device", "cpu", "--size", "256", "--repeats",
-                              "2", "--json", "--no-record")
+                              "2", "--json", "--db", str(db))
     assert code == 0, err
     out = json.loads(out)
-    assert out["metrics"]["gemm"]["fp32"]["max"] > 0
+    gemm = out["metrics"]["gemm_flops_per_s"]["fp32"]  # FLOP/s, not TFLOP/s
+    assert out["workload"]["suite"] == "ceilings" and out["workload"]["model"] == "-"
     saved = json.loads((tmp_path / "hardware" / "cpu.json").read_text())
-    assert saved["peak_flops"]["fp32"] == pytest.approx(out["metrics"]["gemm"]["fp32"]["max"] * 1e12)
+    assert saved["peak_flops"]["fp32"] == pytest.approx(gemm["max"])
+    assert saved["memory_tiers"][0]["bandwidth_bytes_per_s"] == pytest.approx(out["metrics"]["copy_bytes_per_s"]["max"])
     assert "measure ceilings" in saved["sources"]["peak_flops.fp32"]
+    from llmbench.results.store import ResultsDB
+    with ResultsDB(db) as store:
+        row = store.get(out["key"])
+    assert row["point"] == out["workload"] and row["metrics"]["gemm_flops_per_s"]["fp32"] == gemm
+    assert row["environment"]["info"]["saved_to"] == out["info"]["saved_to"]
+    code, out, err = run_main(capsys, "measure", "ceilings", "--device", "cpu", "--size", "64", "--repeats",
+                              "1", "--no-save", "--no-record")
+    assert code == 0 and "GEMM square" in out and "copy" in out and "saved profile" not in out
     from llmbench.hardware.spec import clear_cache
     clear_cache()
 
@@ -93,9 +105,9 @@ def test_torchrun_two_cpu_processes(tiny_config, tmp_path):
                  launcher=launcher, timeout=240)
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)  # only rank 0 prints
-    m = out["metrics"]
-    assert out["status"] == "ok" and m["world_size"] == 2 and out["workload"]["devices"] == 2
-    assert out["workload"]["micro_batch"] == 2 and out["workload"]["batch"] == 4  # global batch
-    assert m["tokens_per_step"] == 4 * 32
-    assert m["tokens_per_s"] == pytest.approx(m["tokens_per_step"] / m["step_time_s"])
+    m, info, w = out["metrics"], out["info"], out["workload"]
+    assert out["status"] == "ok" and info["world_size"] == 2 and w["devices"] == 2
+    assert (w["batch"], w["micro_batch"], w["grad_accum"]) == (4, 2, 1)  # --batch is global
+    assert info["tokens_per_step"] == 4 * 32
+    assert m["tokens_per_s"] == pytest.approx(info["tokens_per_step"] / m["step_time_s"])
     assert m["scaling_efficiency"] == pytest.approx(m["tokens_per_s"] / (2 * m["baseline_tokens_per_s"]))

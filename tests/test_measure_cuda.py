@@ -23,7 +23,8 @@ def test_cuda_device_timer_and_memory():
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_cuda_flops_equal_counting(precision):
     from llmbench.measure.flops import count_flops
-    from llmbench.measure.modeling import build_model, resize
+    from llmbench.measure.modeling import build_model
+    from llmbench.models.spec import resize
     from llmbench.models import get_model
     from llmbench.models.counting import model_ops
     spec = resize(get_model("gpt-j-6b"), n_layers=2, d_model=256, n_heads=4, vocab_size=512)
@@ -34,14 +35,20 @@ def test_cuda_flops_equal_counting(precision):
 
 
 def test_cuda_suites_run():
-    from llmbench.measure.suites import run_suite
-    tiny = {"n_layers": 2, "d_model": 256, "n_heads": 4, "device": "cuda"}
-    b = run_suite("block", {"model": "gpt2-xl", **tiny, "batch": 4, "seq": 256, "precision": "bf16"})
+    from llmbench.measure.options import RunOptions
+    from llmbench.measure.suites import run_workload
+    from llmbench.point import Workload, check_metrics
+    tiny = {"n_layers": 2, "d_model": 256, "n_heads": 4}
+    run = RunOptions(device="cuda", steps=3)
+    w, b = run_workload(Workload(suite="block", model="gpt2-xl", resize=tiny, batch=4, seq_len=256,
+                                 precision="bf16"), run)
     assert b["status"] == "ok", b["error"]
-    assert (b["metrics"]["mfu"] is None) == (b["metrics"]["datasheet"] is None)
-    t = run_suite("train", {"model": "gpt2-small", **tiny, "batch": 4, "seq": 128, "steps": 3,
-                            "precision": "bf16"})
+    assert (b["metrics"]["mfu"] is None) == (b["info"]["datasheet"] is None)
+    w, t = run_workload(Workload(suite="train", model="gpt2-small", resize=tiny, batch=4, seq_len=128), run)
     assert t["status"] == "ok", t["error"]
-    i = run_suite("infer", {"model": "gpt2-small", **tiny, "batch": 2, "seq": 64, "gen_len": 8,
-                            "precision": "bf16"})
+    assert w.precision == "bf16" or not torch.cuda.is_bf16_supported()  # the hardware's precision
+    w, i = run_workload(Workload(suite="infer", model="gpt2-small", resize=tiny, batch=2, seq_len=64, gen_len=8,
+                                 precision="bf16"), run)
     assert i["status"] == "ok" and i["metrics"]["decode_tokens_per_s"] > 0
+    for r in (b, t, i):
+        assert check_metrics(r["metrics"], "cuda") == []

@@ -100,11 +100,27 @@ def test_accelerator_branches_with_fake_cuda(fake_cuda):
     assert dev.supports_dtype(d, "bf16") == (True, "")
 
 
-def test_datasheet_mfu_mapping_with_fake_cuda(fake_cuda):
+def test_workload_resolved_on_a_fake_h200(fake_cuda, monkeypatch):
+    """Hardware from the device (its datasheet entry), precision from the hardware, MFU's peak."""
     from llmbench.measure.common import datasheet_peak_flops
-    peak, hw = datasheet_peak_flops(torch.device("cuda", 0), "bf16")
-    assert hw == "h200-sxm" and peak == pytest.approx(989.4e12)
-    assert datasheet_peak_flops(torch.device("cpu"), "fp32") == (None, None)
+    from llmbench.measure.suites import resolve_workload
+    from llmbench.point import Workload
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    w = resolve_workload(Workload(model="gpt2-small", suite="train", batch=8, micro_batch=4),
+                         torch.device("cuda", 0))
+    assert (w.hardware, w.precision, w.devices, w.micro_batch, w.grad_accum) == ("h200-sxm", "bf16", 1, 4, 2)
+    assert datasheet_peak_flops(w) == (pytest.approx(989.4e12), "h200-sxm")
+    assert dev.profile_name(torch.device("cuda", 0)) == "nvidia-h200"  # measured profile: not the datasheet
+    cpu = resolve_workload(Workload(model="gpt2-small", suite="block"), torch.device("cpu"))
+    assert (cpu.hardware, cpu.precision) == ("cpu", "fp32") and datasheet_peak_flops(cpu) == (None, None)
+
+
+def test_time_fn_runs_the_hook_untimed_before_each_repeat():
+    cpu, calls = torch.device("cpu"), []
+    times, warm = dev.time_fn(lambda: calls.append("fn"), cpu, repeats=2, warmup=1,
+                              before=lambda: calls.append("flush"))
+    assert calls == ["fn", "flush", "fn", "flush", "fn"] and len(times) == 2 and warm >= 0
 
 
 def test_old_gpu_has_no_tf32(fake_cuda, monkeypatch):

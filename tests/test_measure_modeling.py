@@ -4,7 +4,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from llmbench.measure.flops import count_flops
-from llmbench.measure.modeling import build_block, build_model, count_params, resize
+from llmbench.measure.modeling import build_block, build_model, count_params
+from llmbench.models.spec import resize
 from llmbench.models import get_model, param_count
 from llmbench.models.counting import layer_ops, model_ops
 

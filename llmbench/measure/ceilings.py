@@ -5,7 +5,7 @@
 Method (after stas00/ml-engineering mamf-finder.py): each GEMM is timed alone `repeats` times
 after a warm-up, with the last-level cache flushed before each repetition (a 256 MiB write on
 accelerators; on the CPU the operands are far larger than the cache). We report min/median/max
-TFLOP/s. A model's *layer ceiling* is the rate its own matmuls (forward and both backward GEMMs
+FLOP/s (`gemm_flops_per_s`) and bytes/s (`copy_bytes_per_s`). A model's *layer ceiling* is the rate its own matmuls (forward and both backward GEMMs
 of every projection, and the attention batched matmuls) would reach if each ran at its measured
 GEMM rate and nothing else took time: total FLOPs / sum(FLOPs_i / rate_i). That is the fair
 yard-stick for the block benchmark, not a large square.
@@ -13,13 +13,13 @@ yard-stick for the block benchmark, not a large square.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from llmbench.hardware.spec import llmbench_home
 from llmbench.measure import device as dev
 from llmbench.models.counting import layer_ops
 from llmbench.models.spec import ModelSpec
@@ -92,22 +92,15 @@ def stats(values: list[float]) -> dict:
 
 def gemm_rate(g: Gemm, precision: str, device: torch.device, *, repeats: int = 5,
               warmup: int = 1, cache: bool = True) -> dict:
-    """TFLOP/s of one GEMM shape: {'min','median','max'} over `repeats` timed runs."""
+    """FLOP/s of one GEMM shape: {'min','median','max'} over `repeats` timed runs, the cache
+    flushed before each."""
     key = (g.M, g.N, g.K, g.count, g.layout, precision, str(device), repeats)
     if cache and key in _RATE_CACHE:
         return _RATE_CACHE[key]
     dev.set_precision(device, precision)
     fn = _operands(g, dev.dtype_of(precision), device)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        _flush(device)
-        with dev.Timer(device) as t:
-            fn()
-        times.append(t.elapsed_s)
-    rates = [g.flops / s / 1e12 for s in times]
-    out = {**stats(rates), "flops": g.flops, "time_s_median": statistics.median(times)}
+    times, _ = dev.time_fn(fn, device, repeats=repeats, warmup=warmup, before=lambda: _flush(device))
+    out = {**stats([g.flops / s for s in times]), "flops": g.flops, "time_s_median": statistics.median(times)}
     if cache:
         _RATE_CACHE[key] = out
     return out
@@ -115,30 +108,26 @@ def gemm_rate(g: Gemm, precision: str, device: torch.device, *, repeats: int = 5
 
 def layer_ceiling(spec: ModelSpec, batch: int, seq: int, precision: str, device: torch.device, *,
                   backward: bool = True, repeats: int = 5, stat: str = "median") -> dict:
-    """Time-weighted GEMM ceiling of one layer (TFLOP/s) and the rate of each of its GEMMs."""
+    """Time-weighted GEMM ceiling of one layer (`flops_per_s`) and the rate of each of its GEMMs."""
     gemms = layer_gemms(spec, batch, seq, backward=backward)
     per = {g.name: gemm_rate(g, precision, device, repeats=repeats) for g in gemms}
     total = sum(g.flops for g in gemms)
-    best_time = sum(g.flops / (per[g.name][stat] * 1e12) for g in gemms)
-    return {"ceiling_tflops": total / best_time / 1e12, "gemm_flops": total,
-            "gemms": {g.name: {"M": g.M, "N": g.N, "K": g.K, "count": g.count,
-                               "tflops": per[g.name]} for g in gemms}}
+    best_time = sum(g.flops / per[g.name][stat] for g in gemms)
+    return {"flops_per_s": total / best_time, "gemm_flops": total,
+            "gemms": {g.name: {"M": g.M, "N": g.N, "K": g.K, "count": g.count, "flops": g.flops,
+                               "flops_per_s": {k: per[g.name][k] for k in ("min", "median", "max")},
+                               "time_s_median": per[g.name]["time_s_median"]} for g in gemms}}
 
 
 def copy_bandwidth(device: torch.device, *, n_bytes: int = 256 * 2**20, repeats: int = 5) -> dict:
-    """GB/s of dst.copy_(src) for `n_bytes` per tensor, counting bytes read + written."""
+    """Bytes/s of dst.copy_(src) for `n_bytes` per tensor, counting bytes read + written."""
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).uniform_()
     dst = torch.empty_like(src)
-    dst.copy_(src)
-    times = []
-    for _ in range(repeats):
-        with dev.Timer(device) as t:
-            dst.copy_(src)
-        times.append(t.elapsed_s)
-    return {**stats([2 * n_bytes / s / 1e9 for s in times]), "bytes": n_bytes}
+    times, _ = dev.time_fn(lambda: dst.copy_(src), device, repeats=repeats, warmup=1)
+    return stats([2 * n_bytes / s for s in times])
 
 
-def square_size(device: torch.device, precision: str) -> int:
+def square_size(device: torch.device) -> int:
     """A large square that reaches the plateau: 4096 on the CPU (fp32), 8192 on accelerators."""
     return 8192 if dev.is_accelerator(device) else 4096
 
@@ -149,85 +138,78 @@ def default_precisions(device: torch.device) -> list[str]:
     return [p for p in ("fp32", "tf32", "fp16", "bf16") if dev.supports_dtype(device, p)[0]]
 
 
-def measure_ceilings(device: torch.device, *, precisions: list[str] | None = None,
-                     spec: ModelSpec | None = None, batch: int = 1, seq: int = 1024,
-                     repeats: int = 5, size: int | None = None,
-                     copy_bytes: int | None = None) -> dict:
-    """All ceilings: square GEMM per precision, the model layer's GEMMs per precision, copy."""
-    precisions = precisions or default_precisions(device)
-    out = {"device": dev.device_name(device), "profile": dev.profile_name(device),
-           "repeats": repeats, "gemm": {}, "layer": {}}
+def run_ceilings(w, run, device: torch.device) -> tuple[dict, dict]:
+    """The ceilings suite: (metrics, info). Square GEMM per precision (w.precision, else every
+    one the device has), the GEMMs of w.model's layer at w.batch x w.seq_len (model '-': none),
+    copy bandwidth; saved as the local hardware profile unless run.save_profile is False."""
+    precisions = [w.precision] if w.precision else default_precisions(device)
+    spec = w.spec() if w.model != "-" else None
+    n = run.gemm_size or square_size(device)
+    metrics = {"gemm_flops_per_s": {}, "layer_gemm_flops_per_s": {}}
+    info = {"device": dev.device_name(device), "profile": dev.profile_name(device), "repeats": run.repeats,
+            "gemm_shape": [n, n, n], "skipped": {}, "layer_gemms": {}}
     for p in precisions:
         ok, why = dev.supports_dtype(device, p)
         if not ok:
-            out["gemm"][p] = {"skipped": why}
+            info["skipped"][p] = why
             continue
-        n = size or square_size(device, p)
-        out["gemm"][p] = {"shape": [n, n, n], **gemm_rate(Gemm("square", n, n, n, 1, "nn"), p, device,
-                                                            repeats=repeats, cache=False)}
+        r = gemm_rate(Gemm("square", n, n, n, 1, "nn"), p, device, repeats=run.repeats, cache=False)
+        metrics["gemm_flops_per_s"][p] = {k: r[k] for k in ("min", "median", "max")}
         if spec is not None:
-            lc = layer_ceiling(spec, batch, seq, p, device, repeats=repeats)
-            out["layer"][p] = {"model": spec.name, "batch": batch, "seq": seq, **lc}
-    nb = copy_bytes or (1 << 30 if dev.is_accelerator(device) else 256 * 2**20)
-    out["copy"] = copy_bandwidth(device, n_bytes=nb, repeats=repeats)
+            lc = layer_ceiling(spec, w.batch, w.seq_len, p, device, repeats=run.repeats)
+            metrics["layer_gemm_flops_per_s"][p] = lc["flops_per_s"]
+            info["layer_gemms"][p] = lc["gemms"]
+    info["copy_bytes"] = 1 << 30 if dev.is_accelerator(device) else 256 * 2**20
+    metrics["copy_bytes_per_s"] = copy_bandwidth(device, n_bytes=info["copy_bytes"], repeats=run.repeats)
     dev.set_precision(device, "fp32")
-    return out
+    if run.save_profile:
+        info["saved_to"] = str(save_profile(metrics, info, device))
+    return metrics, info
 
 
 # ---------------------------------------------------------------- the saved profile
 
-def home() -> Path:
-    return Path(os.environ.get("LLMBENCH_HOME") or Path.home() / ".llmbench")
-
-
-def profile_overrides(result: dict, device: torch.device) -> dict:
+def profile_overrides(metrics: dict, info: dict, device: torch.device) -> dict:
     """HardwareSpec fields measured here, each with its source."""
     env = dev.collect_environment(device)
     how = (f"measured by `llmbench measure ceilings` on {env['device_name']} "
            f"({env['date']}, torch {env['torch_version']}, {env['torch_threads']} threads)")
-    peaks = {p: r["max"] * 1e12 for p, r in result["gemm"].items() if "max" in r}
-    sources = {f"peak_flops.{p}": f"{how}: max of {result['repeats']} runs of a "
-               f"{r['shape'][0]}^3 GEMM" for p, r in result["gemm"].items() if "max" in r}
+    gemm, runs = metrics["gemm_flops_per_s"], info["repeats"]
+    peaks = {p: r["max"] for p, r in gemm.items()}
+    sources = {f"peak_flops.{p}": f"{how}: max of {runs} runs of a {info['gemm_shape'][0]}^3 GEMM" for p in gemm}
     tier_name = "hbm" if dev.is_accelerator(device) else "dram"
     capacity = dev.total_memory_bytes(device) or 0
     tiers = [{"name": tier_name, "role": "hbm" if dev.is_accelerator(device) else "dram",
               "capacity_bytes": float(capacity),
-              "bandwidth_bytes_per_s": result["copy"]["max"] * 1e9}]
+              "bandwidth_bytes_per_s": metrics["copy_bytes_per_s"]["max"]}]
     sources[f"memory_tiers.{tier_name}.bandwidth_bytes_per_s"] = (
-        f"{how}: max of {result['repeats']} copies of {result['copy']['bytes']} bytes (read + write)")
+        f"{how}: max of {runs} copies of {info['copy_bytes']} bytes (read + write)")
     sources[f"memory_tiers.{tier_name}.capacity_bytes"] = f"{how}: total device/host memory reported"
     return {"peak_flops": peaks, "memory_tiers": tiers, "sources": sources}
 
 
-def save_profile(result: dict, device: torch.device) -> Path:
-    """Save as the local hardware profile, through llmbench.hardware.spec.save_profile when the
-    hardware package has it; the full per-shape result goes next to it."""
-    name = result["profile"]
-    overrides = profile_overrides(result, device)
+def save_profile(metrics: dict, info: dict, device: torch.device) -> Path:
+    """Save as the local hardware profile (llmbench.hardware.save_profile, under the device's
+    slug: llmbench.point.device_slug); the full result (metrics, info) goes next to it."""
+    from llmbench.hardware import save_profile as hw_save
+
+    overrides = profile_overrides(metrics, info, device)
     if not dev.is_accelerator(device):
-        overrides["display_name"] = f"Local CPU: {result['device']} (measured)"
-    try:
-        from llmbench.hardware.spec import save_profile as hw_save
-    except ImportError:
-        hw_save = None
-    if hw_save is not None:
-        path = Path(hw_save(name, overrides))
-    else:
-        path = home() / "hardware" / f"{name}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(overrides, indent=2))
-    detail = home() / "ceilings" / f"{name}.json"
+        overrides["display_name"] = f"Local CPU: {info['device']} (measured)"
+    path = Path(hw_save(info["profile"], overrides))
+    detail = llmbench_home() / "ceilings" / f"{info['profile']}.json"
     detail.parent.mkdir(parents=True, exist_ok=True)
-    detail.write_text(json.dumps(result, indent=2))
+    detail.write_text(json.dumps({"metrics": metrics, "info": info}, indent=2))
     return path
 
 
 def load_ceilings(device: torch.device) -> dict | None:
-    """The last full ceilings result saved for this device, or None."""
-    path = home() / "ceilings" / f"{dev.profile_name(device)}.json"
+    """The metrics of the last ceilings saved for this device, or None (none, or an older format)."""
+    path = llmbench_home() / "ceilings" / f"{dev.profile_name(device)}.json"
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        metrics = json.loads(path.read_text()).get("metrics")
+    except (OSError, json.JSONDecodeError, AttributeError):
         return None
+    return metrics if isinstance(metrics, dict) else None

@@ -4,11 +4,13 @@
     llmbench measure block --model gpt2-xl --batch 1 --seq 1024
     llmbench measure train --model gpt2-small --batch 8 --micro-batch 4 --seq 256
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --batch 8 --baseline
+    torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --layout fsdp --recompute full
 
 `--batch` is the global batch (all processes, all micro-steps), as everywhere in llmbench;
 `--micro-batch` the sequences one process runs per micro-step. No torch at import time. Each
-result is printed (a table, or --json with status, metrics, error, environment, workload) and
-recorded in the results DB (--db, else $LLMBENCH_DB, else ./llmbench-results.db) unless --no-record.
+result is printed (a table, or --json: workload, status, metrics, info, error, environment, key)
+and recorded in the results DB (--db, else $LLMBENCH_DB, else ./llmbench-results.db) under its
+resolved Workload unless --no-record; `info` is stored in the row's environment["info"].
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from llmbench._cliutil import (add_db, add_fields, add_json, emit_json, int_in, 
                                values)
 from llmbench.measure.options import RunOptions
 from llmbench.point import Workload
-from llmbench.units import fmt_metric, label
+from llmbench.units import fmt_flops, fmt_metric, fmt_num, fmt_rate_bytes, label
 
 COMMANDS = {  # suite: (Workload fields, RunOptions fields, per-command defaults, columns shown)
     "block": (("model", "batch", "seq_len", "precision", "hardware"),
@@ -30,8 +32,8 @@ COMMANDS = {  # suite: (Workload fields, RunOptions fields, per-command defaults
               ("device", "steps", "warmup_steps", "data", "sparsity_pattern", "compile", "baseline",
                "baseline_tokens_per_s", "seed", "lr"),
               {"model": "gpt2-small", "batch": 4, "seq_len": 256},
-              ("batch", "tokens_per_s", "step_time_s", "achieved_tflops", "mfu", "peak_mem_bytes",
-               "devices", "scaling_efficiency")),
+              ("batch", "micro_batch", "grad_accum", "devices", "tokens_per_s", "step_time_s",
+               "achieved_tflops", "mfu", "peak_mem_bytes", "scaling_efficiency")),
     "infer": (("model", "batch", "seq_len", "gen_len", "precision", "hardware"),
               ("device", "repeats", "warmup", "seed"),
               {"model": "bert-base", "batch": 1, "seq_len": 128, "gen_len": 16, "repeats": 20, "warmup": 2},
@@ -42,10 +44,19 @@ COMMANDS = {  # suite: (Workload fields, RunOptions fields, per-command defaults
                ("batch", "tokens_per_s", "step_time_s", "achieved_tflops", "loss_first", "loss_last",
                 "peak_mem_bytes")),
 }
+_LABELS = {"micro_batch": "micro", "grad_accum": "accum", "decode_tokens_per_s_per_seq": "decode tok/s/seq"}  # narrow columns (units.LABELS lacks them)
+CEILINGS_RUN = ("device", "repeats", "gemm_size", "save_profile")
 DECODER_COLUMNS = ("batch", "prefill_tokens_per_s", "time_to_first_token_s", "decode_tokens_per_s",
-                   "decode_time_s_per_token", "peak_mem_bytes")
+                   "decode_tokens_per_s_per_seq", "decode_time_s_per_token", "peak_mem_bytes")
 ENCODER_COLUMNS = ("batch", "latency_s_p50", "latency_s_p90", "latency_s_p99", "samples_per_s",
                    "achieved_tflops")
+
+
+#: --layout names -> Layout knobs for `world` processes (an explicit --tp/--zero/--recompute wins)
+LAYOUTS = {"ddp": lambda world: {"tp": 1, "zero": 0}, "zero1": lambda world: {"tp": 1, "zero": 1},
+           "zero2": lambda world: {"tp": 1, "zero": 2}, "fsdp": lambda world: {"tp": 1, "zero": 3},
+           "tp": lambda world: {"tp": world, "zero": 0},
+           "tp+fsdp": lambda world: {"tp": 2 if world % 2 == 0 and world > 2 else world, "zero": 3}}
 
 
 def register(cli) -> None:
@@ -55,19 +66,25 @@ def register(cli) -> None:
         add_fields(p, Workload, wf, defaults=defaults, many=("batch",),
                    help={"hardware": "catalog entry the MFU is taken against (default: detected)"})
         add_fields(p, RunOptions, rf, defaults=defaults)
-        if suite in ("train", "genslm"):
+        if suite in ("train", "infer", "genslm"):
             p.add_argument("--n-layers", type=int_in(1, name="n-layers"),
                            help="fewer layers than the preset (a shrunk model; recorded as resize)")
+        if suite == "train":
+            p.add_argument("--layout", choices=tuple(LAYOUTS) + ("auto",),
+                           help="ddp (default) | zero1 (sharded optimizer) | zero2 / fsdp (FSDP2 without / "
+                                "with reshard after forward) | tp (all processes) | tp+fsdp (2-D mesh) | "
+                                "auto (the planner's fastest layout that fits these devices)")
+            add_fields(p, Workload, ("tp", "zero", "recompute"))
+            p.add_argument("--no-predict", dest="predict", action="store_false",
+                           help="do not record the analytical model's prediction beside the measurement")
         _outputs(p)
     p = g.command("ceilings", ceilings_cmd)
-    add_fields(p, RunOptions, ("device", "repeats"))
-    p.add_argument("--model", help="also the GEMM shapes of this model's layer")
-    p.add_argument("--batch", type=int_in(1, name="batch"), default=1, help="batch of the layer shapes (default 1)")
-    p.add_argument("--seq", type=int_in(1, name="seq"), default=1024, help="sequence length of the layer shapes (default 1024)")
-    p.add_argument("--precision", help="comma list (default: all the device has)")
-    p.add_argument("--size", type=int_in(16, 65536, name="size"), help="square GEMM size (default 4096 CPU, 8192 GPU)")
-    p.add_argument("--save", action="store_true", default=True, help="save as the local hardware profile (default)")
-    p.add_argument("--no-save", dest="save", action="store_false", help="do not save the profile")
+    add_fields(p, Workload, ("model", "batch", "seq_len", "precision"),
+               defaults={"model": None, "batch": 1, "seq_len": 1024},
+               help={"model": "also the GEMM shapes of this model's layer (default: none)",
+                     "batch": "batch of the layer shapes", "seq_len": "sequence length of the layer shapes",
+                     "precision": "only this precision (default: every one the device has)"})
+    add_fields(p, RunOptions, CEILINGS_RUN)
     _outputs(p)
 
 
@@ -82,29 +99,80 @@ def _rank() -> int:
 
 
 def record(w, result: dict, db: str | None) -> str:
-    """Store one measured result under its workload; returns its key."""
-    from llmbench.results.store import ResultsDB
+    """Store one measured result under its resolved workload (info in environment["info"]);
+    returns its key. If the DB write fails anyway, the result is printed and saved to a side file
+    that the error names (`llmbench results import FILE` records it later): nothing measured is lost."""
+    from llmbench.results.safe import record_or_save
 
-    with ResultsDB(db) as store:
-        return store.record(w.to_dict(), source="measured", status=result["status"],
-                            metrics=result.get("metrics") or {}, environment=result.get("environment"),
-                            error=result.get("error"))
+    environment = {**(result.get("environment") or {}), "info": result.get("info") or {}}
+    try:
+        return record_or_save(db, w.to_dict(), source="measured", status=result["status"],
+                              metrics=result.get("metrics") or {}, environment=environment,
+                              error=result.get("error"))
+    except ValueError:
+        emit_json({"workload": w.to_dict(), **result})
+        raise
+
+
+def _run(w, run, a) -> dict:
+    """Measure, record on rank 0 unless --no-record: the result with its workload first. A
+    training result also gets the analytical model's prediction of the same resolved Workload,
+    recorded beside it (source predicted, same workload) with the prediction's error."""
+    from llmbench.measure.suites import run_workload
+
+    w, res = run_workload(w, run)
+    out = {"workload": w.to_dict(), **res}
+    if w.suite == "train" and getattr(a, "predict", False) and res["status"] == "ok" and _rank() == 0:
+        out["prediction"] = _predict_beside(w, res["metrics"], a)
+    if _rank() == 0 and not a.no_record:
+        out["key"] = record(w, res, a.db)
+    return out
+
+
+def _predict_beside(w, measured: dict, a) -> dict:
+    """predict(w) on the hardware it was measured on; recorded unless --no-record; its error."""
+    from llmbench.perfmodel.predict import predict
+
+    try:
+        pred = predict(w).to_dict()
+    except ValueError as e:  # the model has no such hardware or layout: say so, keep the measurement
+        return {"error": str(e)}
+    out = {k: pred.get(k) for k in ("tokens_per_s", "step_time_s", "peak_mem_bytes", "bound", "fits")}
+    out["tokens_per_s_error"] = out["tokens_per_s"] / measured["tokens_per_s"] - 1.0
+    if not a.no_record:
+        from llmbench.results.store import ResultsDB
+
+        with ResultsDB(a.db) as store:
+            out["key"] = store.record(w.to_dict(), source="predicted", metrics=pred,
+                                      environment={"tool": "llmbench.perfmodel", "beside": "measured"})
+    return out
+
+
+def _layout_knobs(a, world: int) -> dict:
+    """Layout knobs from --layout and --tp/--zero/--recompute (explicit knobs win)."""
+    if getattr(a, "layout", None) == "auto":
+        from llmbench.errors import BadInput
+
+        raise BadInput("--layout auto needs the layout planner (llmbench plan); give --layout or --tp/--zero")
+    knobs = LAYOUTS[a.layout](world) if getattr(a, "layout", None) else {}
+    knobs.update({k: getattr(a, k) for k in ("tp", "zero", "recompute") if getattr(a, k, None) is not None})
+    return knobs
 
 
 def _measure(suite: str, a) -> None:
-    from llmbench.measure.suites import run_workload
+    from llmbench.point import Layout
 
     wf, rf, _, columns = COMMANDS[suite]
     run = RunOptions(**values(a, rf))
     base = {k: v for k, v in values(a, wf).items() if k != "batch"}
     resize = {"n_layers": a.n_layers} if getattr(a, "n_layers", None) else {}
-    results = []
+    layout = Layout(**_layout_knobs(a, int(os.environ.get("WORLD_SIZE", "1"))))
+    if _rank() == 0 and not a.no_record:
+        from llmbench.results.safe import check_writable
+        check_writable(a.db)  # before the work: an unusable DB is found now, not after the measurement
     try:
-        for batch in a.batch:
-            w, res = run_workload(Workload(suite=suite, batch=batch, resize=resize, **base), run)
-            if _rank() == 0 and not a.no_record:
-                res["key"] = record(w, res, a.db)
-            results.append({**res, "workload": w.to_dict()})
+        results = [_run(Workload(suite=suite, batch=batch, resize=resize, layout=layout, **base), run, a)
+                   for batch in a.batch]
     finally:
         _finish_distributed()
     if _rank() != 0:
@@ -114,17 +182,37 @@ def _measure(suite: str, a) -> None:
     if not columns:
         from llmbench.models import get_model
         columns = DECODER_COLUMNS if get_model(a.model).head == "lm" else ENCODER_COLUMNS
-    show(f"{suite}: {a.model} seq {a.seq_len}", results, columns)
+    w = results[0]["workload"]
+    show(f"{suite}: {a.model} seq {a.seq_len} {w['precision']} on {w['hardware']}", results, columns)
+
+
+def _fmt(name: str, x) -> str:
+    """A rate as a number (its column label names the unit: units.fmt_metric would read a name
+    ending in "_per_s" as seconds); anything else by units.fmt_metric."""
+    rate = name.endswith(("_per_s", "_per_seq", "tflops"))
+    return fmt_num(x) if rate else fmt_metric(name, x)
 
 
 def show(title: str, results: list[dict], columns) -> None:
-    """One row per result: the workload columns that vary, then the key metrics."""
-    rows = []
+    """One row per result: the workload columns, then the key metrics (a column no result has is
+    left out: MFU without a datasheet, scaling efficiency without a baseline)."""
+    columns = [c for c in columns if any((r.get("metrics") or {}).get(c, r["workload"].get(c)) is not None
+                                         for r in results)]
+    rows, extra = [], ()
     for r in results:
         m, w = r.get("metrics") or {}, r["workload"]
-        rows.append([r["status"]] + [fmt_metric(k, m.get(k, w.get(k))) for k in columns] + [r.get("error") or ""])
-    labels = tuple(label(c) for c in columns)
-    table(title, ("status",) + labels + ("error",), rows, right=labels)
+        row = [r["status"]] + [_fmt(k, m.get(k, w.get(k))) for k in columns]
+        if w["suite"] == "train":  # the layout as run, and the prediction beside the measurement
+            lay, pred = w["layout"], r.get("prediction") or {}
+            err = pred.get("tokens_per_s_error")
+            row += [f"tp{lay['tp']}/z{lay['zero']}/{str(lay['recompute'])[:3]}",
+                    _fmt("tokens_per_s", pred.get("tokens_per_s")), "-" if err is None else f"{err:+.0%}"]
+            extra = ("layout", "predicted tok/s", "pred. error")
+        rows.append(row + [r.get("error") or ""])
+    errors = ("error",) if any(r.get("error") for r in results) else ()
+    rows = [row if errors else row[:-1] for row in rows]
+    labels = tuple(_LABELS.get(c) or label(c) for c in columns)
+    table(title, ("status",) + labels + extra + errors, rows, right=labels + extra[1:])
 
 
 def _finish_distributed() -> None:
@@ -157,21 +245,10 @@ def genslm_cmd(a) -> None:
 
 
 def ceilings_cmd(a) -> None:
-    """GEMM FLOP/s per dtype (square, and a model layer's shapes) and copy bandwidth."""
-    from llmbench.measure.suites import run_suite
-
-    cfg = {"device": a.device, "model": a.model, "batch": a.batch, "seq": a.seq, "repeats": a.repeats,
-           "size": a.size, "save": a.save,
-           "precisions": [p.strip() for p in a.precision.split(",")] if a.precision else None}
-    res = run_suite("ceilings", cfg)
-    if not a.no_record:
-        point = {"suite": "ceilings", "model": a.model or "-", "hardware": res["environment"].get("profile")
-                 or res["environment"].get("device_type", "cpu")}
-        from llmbench.results.store import ResultsDB
-        with ResultsDB(a.db) as store:
-            res["key"] = store.record(point, source="measured", status=res["status"],
-                                      metrics=res.get("metrics") or {}, environment=res.get("environment"),
-                                      error=res.get("error"))
+    """GEMM FLOP/s per precision (square, and a model layer's shapes) and copy bandwidth; saved as
+    the local hardware profile."""
+    w = Workload(suite="ceilings", model=a.model or "-", batch=a.batch, seq_len=a.seq_len, precision=a.precision)
+    res = _run(w, RunOptions(**values(a, CEILINGS_RUN)), a)
     if a.json:
         return emit_json(res)
     _show_ceilings(res)
@@ -181,21 +258,17 @@ def _show_ceilings(res: dict) -> None:
     if res["status"] != "ok":
         print(f"{res['status']}: {res['error']}")
         return
-    m = res["metrics"]
-    rows = []
-    for p, r in m["gemm"].items():
-        if "skipped" in r:
-            rows.append(("GEMM", p, "-", "-", "-", "-", r["skipped"]))
-            continue
-        rows.append(("GEMM square", p, "x".join(map(str, r["shape"])),
-                     *(f"{r[k]:.3f}" for k in ("min", "median", "max")), "TFLOP/s"))
-    for p, r in m["layer"].items():
-        rows.append((f"GEMM {r['model']} layer", p, f"B={r['batch']} T={r['seq']}", "",
-                     f"{r['ceiling_tflops']:.3f}", "", "TFLOP/s (time-weighted, fwd+bwd)"))
-    c = m["copy"]
-    rows.append(("copy", "-", f"{c['bytes'] / 2**20:.0f} MiB", *(f"{c[k]:.1f}" for k in ("min", "median", "max")),
-                 "GB/s (read+write)"))
-    table(f"ceilings: {m['device']} ({m['repeats']} repetitions)",
-          ("what", "precision", "shape", "min", "median", "max", "unit"), rows, right=("min", "median", "max"))
-    if m.get("saved_to"):
-        print(f"saved profile: {m['saved_to']}")
+    m, info, w = res["metrics"], res["info"], res["workload"]
+    shape = "x".join(map(str, info["gemm_shape"]))
+    rows = [("GEMM square", p, shape, *(fmt_flops(r[k]) for k in ("min", "median", "max")))
+            for p, r in m["gemm_flops_per_s"].items()]
+    rows += [("GEMM skipped", p, why, "-", "-", "-") for p, why in info["skipped"].items()]
+    rows += [(f"GEMM {w['model']} layer fwd+bwd", p, f"B={w['batch']} T={w['seq_len']}", "", fmt_flops(rate), "")
+             for p, rate in m["layer_gemm_flops_per_s"].items()]
+    c = m["copy_bytes_per_s"]
+    rows.append(("copy (read+write)", "-", f"{info['copy_bytes'] / 2**20:.0f} MiB",
+                 *(fmt_rate_bytes(c[k]) for k in ("min", "median", "max"))))
+    table(f"ceilings: {info['device']} ({info['repeats']} repetitions)",
+          ("what", "precision", "shape", "min", "median", "max"), rows, right=("min", "median", "max"))
+    if info.get("saved_to"):
+        print(f"saved profile: {info['saved_to']}")

@@ -12,12 +12,10 @@ No other module writes a device type by hand; they ask this one (`is_accelerator
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import socket
 import sys
 import time
-from datetime import datetime, timezone
 
 import torch
 
@@ -166,13 +164,17 @@ class Timer:
             self.elapsed_s = time.perf_counter() - self._t0
 
 
-def time_fn(fn, device: torch.device, *, repeats: int, warmup: int = 1) -> tuple[list[float], float]:
-    """Run fn `warmup` times (timed together, reported) then `repeats` times, each timed alone."""
+def time_fn(fn, device: torch.device, *, repeats: int, warmup: int = 1,
+            before=None) -> tuple[list[float], float]:
+    """Run fn `warmup` times (timed together, reported) then `repeats` times, each timed alone;
+    `before()`, if given, runs untimed before each timed repetition (ceilings flush the cache)."""
     with Timer(device) as w:
         for _ in range(warmup):
             fn()
     times = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         with Timer(device) as t:
             fn()
         times.append(t.elapsed_s)
@@ -246,22 +248,18 @@ def device_name(device: torch.device) -> str:
 
 
 def profile_name(device: torch.device) -> str:
-    """Name of the local hardware profile: 'cpu', or the accelerator's name as a slug
-    (e.g. 'nvidia-h200')."""
-    if device.type == "cpu":
-        return "cpu"
-    slug = "".join(c if c.isalnum() else "-" for c in device_name(device).lower())
-    return "-".join(p for p in slug.split("-") if p) or device.type
+    """Name of the local measured hardware profile: 'cpu', or the accelerator's name as a slug
+    ('nvidia-h200'), never its datasheet entry (llmbench.point.device_slug says why)."""
+    from llmbench.point import device_slug
+
+    return device_slug(device.type, device_name(device))
 
 
 def collect_environment(device: torch.device) -> dict:
     """Where and how a result was produced (merged over results.environment.base_environment)."""
-    try:
-        from llmbench.results.environment import base_environment
-        env = base_environment()
-    except ImportError:
-        env = {"python": platform.python_version(), "command": " ".join(sys.argv),
-               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    from llmbench.results.environment import base_environment
+
+    env = base_environment()
     env.update({
         "torch_version": torch.__version__, "torch_threads": torch.get_num_threads(),
         "device": str(device), "device_type": device.type, "device_name": device_name(device),

@@ -7,16 +7,19 @@ see llmbench/data/make_data.py); the model's vocabulary must hold the 69 codon-t
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llmbench.measure.train import run_train
 
 
-def run_genslm(config: dict) -> dict:
+def run_genslm(w, run, device) -> tuple[dict, dict]:
+    """run_train on the genome sample: (metrics, info), info naming the tokenizer and the data."""
     from llmbench.data import GENOME
     from llmbench.data.genome import CodonTokenizer, read_fasta
-    cfg = {"model": "genslm-25m", **config, "data": "genome"}
-    metrics = run_train(cfg)
+
+    metrics, info = run_train(w, replace(run, data="genome"), device)
     records = read_fasta(GENOME)
-    metrics.update({"tokenizer": "codon", "tokenizer_vocab": CodonTokenizer().vocab_size,
-                    "genome_sequences": len(records),
-                    "genome_nucleotides": sum(len(s) for _, s in records)})
-    return metrics
+    info.update({"tokenizer": "codon", "tokenizer_vocab": CodonTokenizer().vocab_size,
+                 "genome_sequences": len(records),
+                 "genome_nucleotides": sum(len(s) for _, s in records)})
+    return metrics, info

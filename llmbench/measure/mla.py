@@ -2,7 +2,8 @@
 arXiv:2412.19437 Sec. 2.1.1), for training and prefill.
 
     from llmbench.models import get_model
-    from llmbench.measure.modeling import build_model, resize
+    from llmbench.measure.modeling import build_model
+    from llmbench.models.spec import resize
     model = build_model(resize(get_model("deepseek-v3"), n_layers=4, d_model=64, n_heads=4, ...))
 
 Queries through a low-rank pair (W_DQ, norm, W_UQ), keys and values from one compressed latent

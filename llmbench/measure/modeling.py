@@ -25,7 +25,7 @@ from torch import nn
 
 from llmbench.measure.moe import GroupedExperts, MoE
 from llmbench.models.counting import representative_layer
-from llmbench.models.spec import ModelSpec, resize  # noqa: F401  (re-exported)
+from llmbench.models.spec import ModelSpec
 
 INIT_STD = 0.02  # GPT-2 / BERT initializer_range
 

@@ -38,6 +38,11 @@ class RunOptions:
         "under torchrun: also time one process alone for the scaling efficiency"))
     baseline_tokens_per_s: float | None = field(default=None, metadata=opt(
         "one-process tokens/s for the scaling efficiency, if known", unit="tokens/s", low=0.0))
+    gemm_size: int | None = field(default=None, metadata=opt(
+        "ceilings: square GEMM size (default 4096 on a CPU, 8192 on an accelerator)", flag="--size",
+        low=16, high=65536, integer=True))
+    save_profile: bool = field(default=True, metadata=opt(
+        "ceilings: save them as the local hardware profile", flag="--save"))
 
     def __post_init__(self):
         _check_fields(self)

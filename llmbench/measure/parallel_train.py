@@ -1,11 +1,11 @@
 """Pre-training steps under a ParallelLayout (DDP, ZeRO-1, FSDP2, TP, TP x FSDP, checkpointing,
 micro-batching): tokens/s, step time, model TFLOP/s, MFU and the memory of every rank.
 
-    torchrun --standalone --nproc-per-node 2 -m llmbench.measure.parallel_train \
-        --model gpt2-small --n-layers 4 --zero 3 --recompute full --batch 4 --seq 128 --steps 4 --device cpu
+    torchrun --standalone --nproc-per-node 2 -m llmbench measure train \
+        --model gpt2-small --n-layers 4 --layout fsdp --recompute full --batch 4 --seq 128 --steps 4
 
-    from llmbench.measure.parallel_train import run_parallel_train
-    result = run_parallel_train(spec, ParallelLayout(zero=3), batch=8, seq=1024, precision="bf16")
+`llmbench measure train` comes here (measure/train.py) when its Workload's layout shards, splits
+or recomputes (zero >= 1, tp > 1, recompute != none); plain data parallelism stays in train.py.
 
 Every rank draws the same global batch (one seed) and keeps its replica's rows, so a layout sees
 exactly the tokens a single process would (tests/test_measure_parallel.py checks the losses).
@@ -21,17 +21,17 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
 from llmbench.errors import BadInput
 from llmbench.measure import device as dev
-from llmbench.measure.common import datasheet_peak_flops, summarize_times
+from llmbench.measure.common import summarize_times
 from llmbench.measure.modeling import build_model
 from llmbench.measure.parallel import (BatchPlan, ParallelLayout, build_mesh, check_layout, parallelize,
                                        plan_batch)
-from llmbench.measure.train import DATA, Batches, make_adamw, setup_distributed
+from llmbench.measure.train import DATA, Batches, make_adamw
 from llmbench.models.counting import training_flops
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -39,38 +39,81 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 
 @dataclass(frozen=True, kw_only=True)
 class TrainRun:
-    """What one measurement runs, whatever the layout."""
+    """What one measurement runs, whatever the layout (from the Workload and RunOptions)."""
 
     batch: int
     """global batch: sequences per optimizer step, over all replicas"""
     seq: int
     """tokens per sequence"""
     steps: int = 10
-    """timed optimizer steps"""
     warmup_steps: int = 2
-    """untimed steps first (reported together as warmup_s)"""
     precision: str = "fp32"
     """fp32 | tf32 | bf16 (bf16: FSDP2 MixedPrecisionPolicy, else autocast; fp32 master weights)"""
     data: str = "synthetic"
-    """synthetic | corpus | genome"""
     seed: int = 0
     """weights and data; the same on every rank"""
     lr: float = 3e-4
-    """AdamW learning rate"""
-    hardware: str | None = None
-    """catalog entry whose datasheet peak MFU is taken against (default: the detected device)"""
 
     def __post_init__(self):
-        for name in ("batch", "seq", "steps"):
-            if getattr(self, name) < 1:
-                raise BadInput(f"--{name} must be at least 1, got {getattr(self, name)}")
-        if self.warmup_steps < 0:
-            raise BadInput(f"--warmup-steps must be 0 or more, got {self.warmup_steps}")
         if self.precision not in PRECISIONS:
-            raise BadInput(f"--precision must be one of {', '.join(PRECISIONS)} for parallel training, "
-                           f"got {self.precision!r} (fp16 needs a sharded grad scaler: use bf16)")
+            raise BadInput(f"--precision must be one of {', '.join(PRECISIONS)} for sharded or split "
+                           f"training, got {self.precision!r} (fp16 needs a sharded grad scaler: use bf16)")
         if self.data not in DATA:
             raise BadInput(f"--data must be one of {', '.join(DATA)}, got {self.data!r}")
+
+
+def layout_of(w) -> ParallelLayout:
+    """The torch layout of a resolved Workload (measure/suites.resolve_workload filled its knobs)."""
+    lay = w.layout
+    return ParallelLayout(tp=lay.tp, zero=lay.zero, recompute=lay.recompute, micro_batch=w.micro_batch,
+                          grad_accum=w.grad_accum)
+
+
+def needs_parallel(w) -> bool:
+    """A layout train.py's plain DDP loop does not run: sharded, tensor parallel or recomputed."""
+    lay = w.layout
+    return (lay.tp or 1) > 1 or (lay.zero or 0) > 0 or (lay.recompute or "none") != "none"
+
+
+class OutOfMemory(RuntimeError):
+    """Every rank ran out of memory (or one did, and all know it); carries the measured memory."""
+
+    def __init__(self, message: str, metrics: dict, info: dict):
+        super().__init__(f"out of memory: {message}")
+        self.metrics, self.info = metrics, info
+
+
+def run_parallel(w, run, device: torch.device) -> tuple[dict, dict]:
+    """Measure a resolved training Workload under its layout on every rank: (metrics, info), the
+    same on every rank; out of memory raises OutOfMemory with the measured peaks."""
+    if run.compile and (w.layout.tp or 1) > 1:
+        raise BadInput("--compile with --tp is not supported here; compile data-parallel layouts")
+    layout = ParallelLayout(**{**layout_of(w).to_dict(), "compile": run.compile})
+    result = run_parallel_train(w.spec(), layout, batch=w.batch, seq=w.seq_len, steps=run.steps,
+                                warmup_steps=run.warmup_steps, precision=w.precision, device=device,
+                                data=run.data, seed=run.seed, lr=run.lr)
+    metrics, info = _split(w, result["metrics"])
+    if result["status"] == "oom":
+        raise OutOfMemory(result["error"], metrics, info)
+    return metrics, info
+
+
+#: parallel_train's names -> METRICS names (everything else goes to info)
+RENAMES = {"hardware_tflops": "executed_tflops", "param_bytes_max_rank": "weights_bytes",
+           "grad_bytes_max_rank": "grads_bytes", "optimizer_state_bytes_max_rank": "optimizer_bytes"}
+
+
+def _split(w, m: dict) -> tuple[dict, dict]:
+    from llmbench.measure.common import mfu
+    from llmbench.point import METRICS
+
+    m = {RENAMES.get(k, k): v for k, v in m.items()}
+    if "achieved_tflops" in m:  # METRICS: per device
+        m["achieved_tflops"] /= w.devices
+        m["executed_tflops"] /= w.devices
+        m["mfu"] = mfu(w, m["achieved_tflops"] * 1e12)
+    metrics = {k: v for k, v in m.items() if k in METRICS}
+    return metrics, {k: v for k, v in m.items() if k not in METRICS}
 
 
 class ShardedBatches:
@@ -207,13 +250,21 @@ def _needs_group(layout: ParallelLayout, world: int) -> bool:
 
 
 def setup(device_name: str, layout: ParallelLayout) -> tuple[torch.device, int, int]:
-    """torchrun's process group (gloo on CPU, NCCL on CUDA: the device helper says which); a
-    one-process group when FSDP2 runs without torchrun. (device, world, rank)."""
-    import torch.distributed as tdist
+    """torchrun's process group and this rank's device (train.setup_distributed), and a
+    one-process group when FSDP2 or a mesh runs without torchrun. (device, world, rank)."""
+    from llmbench.measure.train import setup_distributed
     device, world, rank = setup_distributed(device_name)
-    if _needs_group(layout, world) and not tdist.is_initialized():
-        tdist.init_process_group(dev.backend(device), store=tdist.HashStore(), rank=0, world_size=1)
+    if _needs_group(layout, world):
+        _ensure_group(device)
     return device, world, rank
+
+
+def _ensure_group(device: torch.device) -> None:
+    """A one-process group when FSDP2 or a mesh runs without torchrun (torchrun's group is made by
+    train.setup_distributed: gloo on CPU, NCCL on CUDA, as the device helper says)."""
+    import torch.distributed as tdist
+    if not tdist.is_initialized():
+        tdist.init_process_group(dev.backend(device), store=tdist.HashStore(), rank=0, world_size=1)
 
 
 def _dp_rank(mesh) -> int:
@@ -247,20 +298,24 @@ def _reduce(values: list[float], device: torch.device, world: int, op: str) -> l
 
 
 def run_parallel_train(spec, layout: ParallelLayout, *, batch: int, seq: int, steps: int = 10,
-                       warmup_steps: int = 2, precision: str = "fp32", device: str = "auto",
-                       data: str = "synthetic", seed: int = 0, lr: float = 3e-4,
-                       hardware: str | None = None) -> dict:
-    """Measure one layout; call it on every rank (under torchrun, or alone). Returns
-    {"status": "ok" | "oom", "metrics": {...}, "error": str | None}, the same on every rank.
-    Bad input raises BadInput before any work; a failure other than out-of-memory propagates."""
+                       warmup_steps: int = 2, precision: str = "fp32", device="auto",
+                       data: str = "synthetic", seed: int = 0, lr: float = 3e-4) -> dict:
+    """Measure one layout; call it on every rank (under torchrun, or alone). `device`: a name, or
+    the torch.device train.setup_distributed gave. Returns {"status": "ok" | "oom", "metrics":
+    {...}, "error": str | None}, the same on every rank. Bad input raises BadInput before any
+    work; a failure other than out-of-memory propagates."""
     run = TrainRun(batch=batch, seq=seq, steps=steps, warmup_steps=warmup_steps, precision=precision,
-                   data=data, seed=seed, lr=lr, hardware=hardware)
+                   data=data, seed=seed, lr=lr)
     if seq > spec.max_seq_len:
         raise BadInput(f"--seq {seq} exceeds {spec.name}'s max_seq_len {spec.max_seq_len}")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     plan = plan_batch(layout, world, batch)
     check_layout(spec, layout, plan)
-    device, world, rank = setup(device, layout)
+    if not isinstance(device, torch.device):
+        device = setup(device, layout)[0]
+    elif _needs_group(layout, world):
+        _ensure_group(device)
+    rank = int(os.environ.get("RANK", "0"))
     ok, why = dev.supports_dtype(device, precision)
     if not ok:
         raise BadInput(f"--precision {precision}: {why}")
@@ -302,11 +357,9 @@ def summarize(spec, layout, run: TrainRun, plan: BatchPlan, device, r: dict, ran
     flops = training_flops(spec, plan.micro_batch, run.seq, recompute=layout.recompute)
     per_step = plan.grad_accum * plan.dp
     model_flops, hw_flops = flops["model"] * per_step, flops["hardware"] * per_step
-    peak, hw = datasheet_peak_flops(device, run.precision, run.hardware)
     m.update({
         "tokens_per_s": run.batch * run.seq / step_s, "samples_per_s": run.batch / step_s,
         "achieved_tflops": model_flops / step_s / 1e12, "hardware_tflops": hw_flops / step_s / 1e12,
-        "mfu": model_flops / step_s / world / peak if peak else None, "datasheet": hw,
         "flops_per_step": model_flops, "hardware_flops_per_step": hw_flops,
         "tokens_per_step": run.batch * run.seq, "batch": run.batch, "world_size": world, "dp": plan.dp, "tp": layout.tp,
         "micro_batch": plan.micro_batch, "grad_accum": plan.grad_accum, "layout": layout.to_dict(),
@@ -315,81 +368,3 @@ def summarize(spec, layout, run: TrainRun, plan: BatchPlan, device, r: dict, ran
     })
     m.update(_memory_metrics(ranks, device))
     return m
-
-
-# ---------------------------------------------------------------- a stop-gap front end
-
-def _parse(argv):
-    """Options for scripts/gpu_checks_parallel.sh and the docs until `measure train --layout` exists
-    (the names are the ParallelLayout / TrainRun fields)."""
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m llmbench.measure.parallel_train", description=__doc__.split("\n")[0])
-    p.add_argument("--model", required=True)
-    for key in ("n_layers", "d_model", "n_heads", "vocab_size", "batch", "seq", "steps", "warmup_steps",
-                "seed", "tp", "zero", "micro_batch", "grad_accum"):
-        p.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None)
-    for key in ("precision", "device", "data", "hardware", "recompute", "compile_backend"):
-        p.add_argument("--" + key.replace("_", "-"), dest=key, default=None)
-    p.add_argument("--compile", action="store_true")
-    p.add_argument("--json", action="store_true", help="print the result as JSON (rank 0)")
-    return p.parse_args(argv)
-
-
-def main(argv=None) -> int:
-    import json
-    import sys
-
-    from llmbench.measure.common import model_from_config
-    a = vars(_parse(argv))
-    given = {k: v for k, v in a.items() if v is not None}
-    layout_keys = ("tp", "zero", "recompute", "micro_batch", "grad_accum", "compile", "compile_backend")
-    run_keys = ("batch", "seq", "steps", "warmup_steps", "precision", "device", "data", "seed", "hardware")
-    try:
-        spec = model_from_config(given)
-        layout = ParallelLayout(**{k: given[k] for k in layout_keys if k in given})
-        result = run_parallel_train(spec, layout, **{"batch": 4, "seq": 128, **{k: given[k] for k in run_keys
-                                                                               if k in given}})
-    except ValueError as exc:  # BadInput and the device helper's: one line, exit code 2
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if int(os.environ.get("RANK", "0")) == 0:
-        result["environment"] = dev.collect_environment(dev.resolve(given.get("device", "auto")))
-        result["model"] = spec.name
-        result["run"] = {k: given[k] for k in run_keys if k in given}
-        print(json.dumps(result, indent=2, default=str) if a["json"] else summary(result), flush=True)
-    teardown()
-    return 0
-
-
-def summary(result: dict) -> str:
-    """Three lines for a person: the layout, speed and MFU, loss and memory per rank."""
-    m, name = result["metrics"], result.get("model", "model")
-    mem = ", ".join(f"{g['peak_mem_bytes'] / 2**20:,.0f}" for g in m["memory_per_rank"])
-    if result["status"] != "ok":
-        return f"{name}: {result['status']} ({result['error']}); peak memory per rank MiB: {mem}"
-    mfu = f"{m['mfu']:.1%} of {m['datasheet']}" if m["mfu"] is not None else "- (no datasheet)"
-    params = ", ".join(f"{g['param_bytes'] / 2**20:,.1f}" for g in m["memory_per_rank"])
-    lay = m["layout"]
-    layout = (f"tp={lay['tp']} zero={lay['zero']} recompute={lay['recompute']}"
-              + (f" compile={lay['compile_backend']}" if lay["compile"] else ""))
-    return (f"{name} {layout}: {m['world_size']} processes = dp {m['dp']} x tp {m['tp']}; micro_batch {m['micro_batch']} x grad_accum "
-            f"{m['grad_accum']} x dp {m['dp']} = batch {m['batch']}\n"
-            f"  step {m['step_time_s']:.4f} s, {m['tokens_per_s']:,.1f} tokens/s, {m['achieved_tflops']:.4f} "
-            f"TFLOP/s model ({m['hardware_tflops']:.4f} with recompute), MFU {mfu}\n"
-            f"  loss {m['loss_first']:.4f} -> {m['loss_last']:.4f}; per rank: peak memory MiB "
-            f"({m['peak_mem_kind']}) {mem}; parameters MiB {params}")
-
-
-def print_summaries(paths: list[str]) -> None:
-    """One summary per JSON file that `--json` wrote (a file that is not one says so)."""
-    import json
-    for path in paths:
-        try:
-            result = json.loads(open(path).read())
-            print(f"{os.path.basename(path)}: {summary(result)}")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"{os.path.basename(path)}: no result ({type(exc).__name__}: {exc})")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -16,8 +16,7 @@ import torch
 from torch import nn
 
 from llmbench.measure import device as dev
-
-PATTERNS = ("unstructured", "2:4")
+from llmbench.measure.options import SPARSITY_PATTERNS as PATTERNS
 
 
 def _linears(model: nn.Module) -> list[nn.Linear]:
@@ -61,11 +60,11 @@ class Sparsifier:
         self.apply()
 
     @classmethod
-    def from_config(cls, model, cfg: dict, device) -> "Sparsifier | _Dense":
-        fraction, pattern = float(cfg.get("sparsity") or 0.0), cfg.get("sparsity_pattern", "unstructured")
+    def for_run(cls, model, fraction: float, pattern: str, device, batch_tokens: int) -> "Sparsifier | _Dense":
+        """The masks a run asks for (Workload.sparsity, RunOptions.sparsity_pattern); none when dense."""
         if fraction == 0.0 and pattern != "2:4":
             return _Dense()
-        return cls(model, fraction, pattern, device, int(cfg["batch"]) * int(cfg["seq"]))
+        return cls(model, fraction, pattern, device, batch_tokens)
 
     @torch.no_grad()
     def apply(self) -> None:

@@ -1,19 +1,40 @@
-"""One entry point for every measurement: `run_suite(suite, config) -> result`.
+"""One entry point for every measurement: `run_workload(w, run) -> (resolved Workload, result)`.
 
-    from llmbench.measure.suites import run_suite
-    run_suite("block", {"model": "gpt2-xl", "batch": 1, "seq": 1024, "precision": "fp32"})
+    from llmbench.measure.options import RunOptions
+    from llmbench.measure.suites import run_workload
+    from llmbench.point import Workload
+    w, result = run_workload(Workload(suite="block", model="gpt2-xl", batch=1, seq_len=1024),
+                             RunOptions(device="cpu", repeats=3))
 
-A result is {"status": "ok" | "oom" | "error", "metrics": {...}, "error": str | None,
-"environment": {...}}. Out-of-memory is a result (status "oom"), so a sweep goes on; any other
-failure of the measurement is status "error" with a one-line message. Bad configuration (unknown
-model, unsupported precision) raises ValueError: the caller asked for something impossible.
+The torch device is resolved once (training under torchrun: the local rank's, the process group
+started), then the Workload is resolved against it (`resolve_workload`): hardware from the device
+(point.hardware_for_device), precision from the hardware (point.precision_for), devices = the
+torchrun world, micro-batch and grad-accum from the global batch (Workload.micro_steps), the
+layout measure runs (data parallel only). Each suite is `run_<suite>(w, run, device) ->
+(metrics, info)`: metrics are METRICS names (llmbench.point), info the rest (datasheet, FLOPs per
+step, world size, sparsity report, ...). A result is {"status": "ok" | "oom" | "error",
+"metrics", "info", "error": str | None, "environment"}. Out of memory is a result (status "oom"),
+so a sweep goes on; any other failure of the measurement is status "error" with a one-line message.
+Bad input (unknown model, a precision the device lacks) raises BadInput (a ValueError).
 """
 from __future__ import annotations
 
 import gc
+import os
 import traceback
+from dataclasses import fields
 
-SUITES = ("block", "train", "infer", "ceilings", "genslm")
+from llmbench.errors import BadInput
+from llmbench.measure import device as dev
+from llmbench.measure.options import RunOptions
+from llmbench.point import RESIZABLE, WORKLOAD_FIELDS, Workload, hardware_for_device, precision_for
+
+SUITES = ("block", "train", "infer", "genslm", "ceilings")
+DISTRIBUTED = ("train", "genslm")  # the suites that run on every torchrun process (DDP)
+#: the layout measure runs by default: data parallel over the torchrun processes, nothing sharded or
+#: recomputed; training may ask for tp, zero and recompute (measure/parallel.py), nothing else
+MEASURED_LAYOUT = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "offload": "none", "mode": "resident"}
+TRAIN_KNOBS = ("tp", "zero", "recompute")
 
 
 def _runner(suite: str):
@@ -30,80 +51,156 @@ def _runner(suite: str):
         from llmbench.measure.genslm import run_genslm
         return run_genslm
     if suite == "ceilings":
-        return _run_ceilings
-    raise ValueError(f"unknown suite {suite!r}; one of {', '.join(SUITES)}")
+        from llmbench.measure.ceilings import run_ceilings
+        return run_ceilings
+    raise BadInput(f"unknown suite {suite!r}; one of {', '.join(SUITES)}")
 
 
-def _run_ceilings(config: dict) -> dict:
-    from llmbench.measure import ceilings as ceil
-    from llmbench.measure import device as dev
-    from llmbench.measure.common import model_from_config
-    device = dev.resolve(config.get("device", "auto"))
-    spec = model_from_config(config) if config.get("model") else None
-    result = ceil.measure_ceilings(device, precisions=config.get("precisions"), spec=spec,
-                                   batch=int(config.get("batch", 1)), seq=int(config.get("seq", 1024)),
-                                   repeats=int(config.get("repeats", 5)), size=config.get("size"))
-    if config.get("save", True):
-        result["saved_to"] = str(ceil.save_profile(result, device))
-    return result
-
-
-def run_suite(suite: str, config: dict) -> dict:
-    runner = _runner(suite)
-    from llmbench.measure import device as dev
-    device = dev.resolve(config.get("device", "auto"))
+def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
+    """Measure one Workload here: (the workload as measured, result dict)."""
+    runner = _runner(w.suite)
+    device = device_for(w, run)
+    w = resolve_workload(w, device, run)
     environment = dev.collect_environment(device)
     try:
-        metrics = runner(dict(config))
-        return {"status": "ok", "metrics": metrics, "error": None, "environment": environment}
+        metrics, info = runner(w, run, device)
+        return w, {"status": "ok", "metrics": metrics, "info": info, "error": None,
+                   "environment": environment}
     except ValueError:
         raise
     except BaseException as exc:  # noqa: BLE001 - a measurement failure is a result
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        status = "oom" if dev.is_oom(exc) else "error"
-        line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        environment["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
-        return {"status": status, "metrics": {}, "error": f"{type(exc).__name__}: {line}"[:500],
-                "environment": environment}
+        return w, _failure(exc, environment)
     finally:
         gc.collect()
         dev.empty_cache(device)
 
 
-def resolve_workload(w, run, device) -> "Workload":  # noqa: F821
-    """The workload as measured here: hardware from the device (point.hardware_for_device),
-    precision from the hardware (point.precision_for), devices = processes under torchrun."""
-    import os
+def _failure(exc: BaseException, environment: dict) -> dict:
+    """A failed measurement as a result; out of memory keeps what was measured (the peaks)."""
+    status = "oom" if dev.is_oom(exc) else "error"
+    line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    environment["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
+    return {"status": status, "metrics": getattr(exc, "metrics", {}), "info": getattr(exc, "info", {}),
+            "error": f"{type(exc).__name__}: {line}"[:500], "environment": environment}
 
+
+def device_for(w: Workload, run: RunOptions):
+    """The torch device, resolved once: training under torchrun gets its local rank's device."""
+    if w.suite in DISTRIBUTED:
+        from llmbench.measure.train import setup_distributed
+        return setup_distributed(run.device)[0]
+    return dev.resolve(run.device)
+
+
+def resolve_workload(w: Workload, device, run: RunOptions | None = None) -> Workload:
+    """The workload as it runs on `device`: hardware, precision, devices, micro-steps, layout,
+    and the sparsity a 2:4 pattern means (0.5: so its results are not keyed as dense ones)."""
+    w = w.with_(sparsity=_sparsity(w, run))
+    hardware = _hardware(w, device)
+    precision = _precision(w, hardware, device)
+    if w.suite == "ceilings":
+        return w.with_(hardware=hardware, precision=precision, devices=1)
+    world = int(os.environ.get("WORLD_SIZE", "1")) if w.suite in DISTRIBUTED else 1
+    if w.devices not in (None, world):
+        where = "the processes torchrun started" if w.suite in DISTRIBUTED else "one device"
+        raise BadInput(f"measure {w.suite} runs on {where} ({world}), not devices={w.devices}")
+    w = w.with_(hardware=hardware, precision=precision, devices=world, **_layout(w))
+    if w.suite in DISTRIBUTED:
+        if world % w.layout.tp:
+            raise BadInput(f"--tp {w.layout.tp} does not divide the {world} processes")
+        micro, grad_accum = w.micro_steps(dp=world // w.layout.tp)
+        return w.with_(micro_batch=micro, grad_accum=grad_accum)
+    if w.suite == "infer" and w.spec().head != "lm":
+        return w.with_(gen_len=0)  # an encoder generates nothing
+    return w
+
+
+def _sparsity(w: Workload, run: RunOptions | None) -> float:
+    if w.suite not in DISTRIBUTED:
+        if w.sparsity:
+            raise BadInput(f"measure {w.suite} runs dense weights; sparsity is measured by train")
+        return 0.0
+    if run is None or run.sparsity_pattern != "2:4":
+        return w.sparsity
+    if w.sparsity not in (0.0, 0.5):
+        raise BadInput(f"sparsity pattern 2:4 zeroes half the weights; sparsity {w.sparsity} asks otherwise")
+    return 0.5
+
+
+def _layout(w: Workload) -> dict:
+    """The layout as it runs: what was asked (training: tp, zero, recompute), else the default."""
+    asked = {k: v for k, v in w.layout.to_dict().items() if v is not None}
+    allowed = TRAIN_KNOBS if w.suite == "train" else ()
+    other = {k: v for k, v in asked.items() if v != MEASURED_LAYOUT[k] and k not in allowed}
+    if other:
+        knobs = ", ".join(f"{k}={v}" for k, v in other.items())
+        runs = "data parallel, FSDP2/ZeRO, tensor parallel and recompute" if w.suite == "train" \
+            else "data parallel only"
+        raise BadInput(f"measure {w.suite} runs {runs} (not {knobs})")
+    return {**MEASURED_LAYOUT, **{k: v for k, v in asked.items() if k in allowed}}
+
+
+def _hardware(w: Workload, device) -> str:
+    """The catalog entry the user named (canonical name), else the device's (point.hardware_for_device)."""
+    if w.hardware:
+        from llmbench.hardware import get_hardware
+        return get_hardware(w.hardware).name
+    return hardware_for_device(device.type, dev.device_name(device))
+
+
+def _precision(w: Workload, hardware: str, device) -> str | None:
+    """The precision asked, if the device runs it; else the hardware's (point.precision_for) where
+    this device supports it, else bf16, fp16, fp32. Ceilings with none asked: None (all)."""
+    if w.precision:
+        if w.precision not in dev.DTYPES:
+            raise BadInput(f"precision {w.precision} has no torch dtype here; one of {', '.join(dev.DTYPES)}")
+        ok, why = dev.supports_dtype(device, w.precision)
+        if not ok:
+            raise BadInput(f"precision {w.precision}: {why}")
+        return w.precision
+    if w.suite == "ceilings":
+        return None
+    if not dev.is_accelerator(device):
+        return "fp32"  # point.precision_for's CPU rule
     from llmbench.hardware import get_hardware
-    from llmbench.measure import device as dev
-    from llmbench.point import hardware_for_device, precision_for
-
-    hardware = w.hardware or hardware_for_device(device.type, dev.device_name(device))
-    precision = w.precision
-    if precision is None:
-        try:
-            precision = precision_for(get_hardware(hardware))
-        except ValueError:  # an accelerator with no catalog entry
-            precision = "fp32" if device.type == "cpu" else "bf16"
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    return w.with_(hardware=hardware, precision=precision, devices=w.devices or world)
+    try:
+        first = (precision_for(get_hardware(hardware)),)
+    except ValueError:  # an accelerator with no catalog entry or profile
+        first = ()
+    return next(p for p in first + ("bf16", "fp16", "fp32") if p in dev.DTYPES and dev.supports_dtype(device, p)[0])
 
 
-def run_workload(w, run) -> tuple:
-    """Measure one Workload with RunOptions here: (the workload as measured, result dict)."""
-    from dataclasses import asdict
+# ---------------------------------------------------------------- the study runner's entry
 
-    from llmbench.measure import device as dev
+RUN_FIELDS = tuple(f.name for f in fields(RunOptions))
 
-    device = dev.resolve(run.device)
-    datasheet = w.hardware  # a catalog entry the user named for MFU; else detected from the device
-    w = resolve_workload(w, run, device)
-    micro, grad_accum = w.micro_steps(dp=w.devices) if w.suite in ("train", "genslm") else (w.batch, 1)
-    config = {**asdict(run), "model": w.model, "batch": micro, "grad_accum": grad_accum,
-              "seq": w.seq_len, "gen_len": w.gen_len, "precision": w.precision,
-              "sparsity": w.sparsity, "hardware": datasheet,
-              **w.resize, **({"head": w.head} if w.head else {})}
-    w = w.with_(micro_batch=micro, grad_accum=grad_accum) if w.suite in ("train", "genslm") else w
-    return w, run_suite(w.suite, config)
+
+def run_suite(suite: str, config: dict) -> dict:
+    """For studies/runner.py until it takes Workloads: a study point's config (flat `batch` =
+    sequences per replica per micro-step, `seq`, `resize` as a dict or flat size keys, run keys
+    such as `steps` and `device`) measured through run_workload. The result also carries
+    `workload`, and its `info` is repeated in `environment["info"]`: the runner records metrics
+    and environment only."""
+    w, run = workload_from_config(suite, config)
+    w, res = run_workload(w, run)
+    return {**res, "workload": w.to_dict(), "environment": {**res["environment"], "info": res["info"]}}
+
+
+def workload_from_config(suite: str, config: dict) -> tuple[Workload, RunOptions]:
+    """(Workload, RunOptions) of a study config dict (see run_suite); unknown keys are an error."""
+    cfg = dict(config)
+    run = RunOptions(**{k: cfg.pop(k) for k in list(cfg) if k in RUN_FIELDS})
+    resize = dict(cfg.pop("resize", None) or {})
+    resize.update({k: v for k, v in ((k, cfg.pop(k)) for k in list(cfg) if k in RESIZABLE) if v is not None})
+    if "seq" in cfg:
+        cfg["seq_len"] = cfg.pop("seq")
+    unknown = sorted(set(cfg) - set(WORKLOAD_FIELDS))
+    if unknown:
+        raise BadInput(f"{suite} config: unknown keys {', '.join(unknown)}")
+    if suite in DISTRIBUTED:  # the study's batch is per replica per micro-step; the Workload's global
+        micro, grad_accum = int(cfg.pop("batch", 1)), int(cfg.pop("grad_accum", None) or 1)
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        cfg.update(batch=micro * grad_accum * world, micro_batch=micro, grad_accum=grad_accum)
+    return Workload(suite=suite, resize=resize, **cfg), run

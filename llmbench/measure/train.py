@@ -1,33 +1,31 @@
-"""Pre-training throughput: AdamW steps on synthetic tokens or the shipped corpus.
+"""Pre-training throughput: AdamW steps on synthetic tokens, the shipped corpus or genome.
 
     llmbench measure train --model gpt2-small --batch 4 --seq 256 --steps 10
-    torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small ... --baseline
+    torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --batch 8 --baseline
 
+`w.batch` is the global batch: each of the `w.devices` processes runs `w.micro_batch` sequences
+per micro-step, `w.grad_accum` micro-steps per optimizer step (llmbench.point.Workload.micro_steps).
 Warm-up steps are excluded from the figures and reported (`warmup_s`). FLOPs per step are
-`counting.training_flops(spec, batch, seq)["model"]` x grad_accum (the MFU numerator, no
-recompute). Under torchrun (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on CPU, NCCL on
-CUDA): tokens/s is global, step time is the slowest rank's, and `scaling_efficiency` =
-global tokens/s / (world x one-process tokens/s).
+`counting.training_flops(spec, micro_batch, seq)["model"]` x grad_accum per process (the MFU
+numerator, no recompute). Under torchrun (WORLD_SIZE > 1) the model is wrapped in DDP (gloo on
+CPU, NCCL on CUDA): tokens/s is global, step time is the slowest rank's, and
+`scaling_efficiency` = global tokens/s / (world x one-process tokens/s).
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import time
 
 import torch
 
+from llmbench.errors import BadInput
+
 from llmbench.measure import device as dev
-from llmbench.measure.common import (datasheet_peak_flops, model_from_config, summarize_times)
+from llmbench.measure.common import datasheet_peak_flops, mfu, summarize_times
 from llmbench.measure.modeling import build_model
+from llmbench.measure.options import DATA
 from llmbench.measure.sparsity import Sparsifier
 from llmbench.models.counting import training_flops
-
-DEFAULTS = {"batch": 4, "seq": 256, "grad_accum": 1, "steps": 10, "warmup_steps": 2,
-            "precision": "fp32", "device": "auto", "sparsity": 0.0, "sparsity_pattern": "unstructured",
-            "compile": False, "data": "synthetic", "lr": 3e-4, "hardware": None, "seed": 0,
-            "baseline": False, "baseline_tokens_per_s": None}
-DATA = ("synthetic", "corpus", "genome")
 
 
 class Batches:
@@ -90,40 +88,30 @@ def _autocast(device: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
-def _dist_info():
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    return world, int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
 
 
 def setup_distributed(device_name: str) -> tuple[torch.device, int, int]:
-    """Initialise torch.distributed from torchrun's environment; (device, world, rank)."""
+    """(device, world, rank) of this process: under torchrun (WORLD_SIZE > 1) its local rank's
+    accelerator, with the process group initialised; else `device_name` resolved, 1, 0."""
     import torch.distributed as tdist
-    world, rank, local = _dist_info()
     device = dev.resolve(device_name)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return device, 1, 0
     if dev.is_accelerator(device):
-        device = torch.device(device.type, local)
+        device = torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
         dev.set_device(device)
-    if world > 1 and not tdist.is_initialized():
+    if not tdist.is_initialized():
         tdist.init_process_group(dev.backend(device))
-    return device, world, rank
+    return device, world, _rank()
 
 
-def train_loop(spec, cfg: dict, device: torch.device, *, ddp: bool) -> dict:
-    """Build, warm up, time `steps` optimizer steps; per-rank figures."""
-    precision, B, T, G = cfg["precision"], int(cfg["batch"]), int(cfg["seq"]), int(cfg["grad_accum"])
-    torch.manual_seed(cfg["seed"])
-    model = build_model(spec, device=device)  # fp32 master weights; autocast for fp16/bf16
-    sparsifier = Sparsifier.from_config(model, cfg, device)
-    net = model
-    if ddp:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        net = DDP(model, device_ids=[device.index] if dev.is_accelerator(device) else None)
-    fwd = torch.compile(net) if cfg["compile"] else net
-    opt = make_adamw(model.parameters(), lr=cfg["lr"])
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-    data = Batches(cfg["data"], spec.vocab_size, B, T, device, seed=cfg["seed"] + _dist_info()[1],
-                   n_classes=spec.n_classes if spec.head == "cls" else 0)
-    losses = []
+def _step_fn(net, fwd, opt, data, sparsifier, w, *, ddp: bool, losses: list):
+    """One optimizer step of w.grad_accum micro-steps (DDP syncs gradients on the last only)."""
+    G = w.grad_accum
+    scaler = torch.amp.GradScaler(data.device.type) if w.precision == "fp16" else None
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -131,7 +119,7 @@ def train_loop(spec, cfg: dict, device: torch.device, *, ddp: bool) -> dict:
             x, y = data.next()
             sync = contextlib.nullcontext() if (not ddp or micro == G - 1) else net.no_sync()
             with sync:
-                with _autocast(device, precision):
+                with _autocast(data.device, w.precision):
                     _, loss = fwd(x, y)
                 loss = loss / G
                 (scaler.scale(loss) if scaler else loss).backward()
@@ -142,76 +130,85 @@ def train_loop(spec, cfg: dict, device: torch.device, *, ddp: bool) -> dict:
             opt.step()
         sparsifier.apply()
         losses.append(loss.detach())
+    return step
 
+
+def train_loop(spec, w, run, device: torch.device, *, ddp: bool) -> dict:
+    """Build, warm up, time `run.steps` optimizer steps; this process's figures."""
+    torch.manual_seed(run.seed)
+    model = build_model(spec, device=device)  # fp32 master weights; autocast for fp16/bf16
+    sparsifier = Sparsifier.for_run(model, w.sparsity, run.sparsity_pattern, device,
+                                    w.micro_batch * w.seq_len)
+    net = model
+    if ddp:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        net = DDP(model, device_ids=[device.index] if dev.is_accelerator(device) else None)
+    fwd = torch.compile(net) if run.compile else net
+    opt = make_adamw(model.parameters(), lr=run.lr)
+    data = Batches(run.data, spec.vocab_size, w.micro_batch, w.seq_len, device, seed=run.seed + _rank(),
+                   n_classes=spec.n_classes if spec.head == "cls" else 0)
+    losses = []
+    step = _step_fn(net, fwd, opt, data, sparsifier, w, ddp=ddp, losses=losses)
     dev.reset_peak_memory(device)
-    warm, times = dev.time_fn(step, device, repeats=0, warmup=cfg["warmup_steps"])[1], []
-    for _ in range(int(cfg["steps"])):
-        with dev.Timer(device) as t:
-            step()
-        times.append(t.elapsed_s)
-    out = {"times": times, "warmup_s": warm, "peak_mem_bytes": dev.peak_memory_bytes(device),
-           "loss_first": float(losses[0]) * G, "loss_last": float(losses[-1]) * G,
-           "sparsity": sparsifier.report()}
-    return out
+    times, warm = dev.time_fn(step, device, repeats=run.steps, warmup=run.warmup_steps)
+    timed = losses[run.warmup_steps:]
+    return {"times": times, "warmup_s": warm, "peak_mem_bytes": dev.peak_memory_bytes(device),
+            "loss_first": float(timed[0]) * w.grad_accum, "loss_last": float(timed[-1]) * w.grad_accum,
+            "sparsity": sparsifier.report()}
 
 
-def run_train(config: dict) -> dict:
-    cfg = {**DEFAULTS, **config}
-    spec = model_from_config(cfg)
-    if int(cfg["steps"]) < 1 or int(cfg["grad_accum"]) < 1:
-        raise ValueError("steps and grad_accum must be at least 1")
-    if int(cfg["seq"]) > spec.max_seq_len:
-        raise ValueError(f"seq {cfg['seq']} exceeds {spec.name}'s max_seq_len {spec.max_seq_len}")
-    device, world, rank = setup_distributed(cfg["device"])
-    ok, why = dev.supports_dtype(device, cfg["precision"])
-    if not ok:
-        raise ValueError(why)
-    dev.set_precision(device, cfg["precision"])
-    baseline = cfg["baseline_tokens_per_s"]
-    if cfg["baseline"] and world > 1:
-        baseline = _baseline_on_rank0(spec, cfg, device, rank)
-    r = train_loop(spec, cfg, device, ddp=world > 1)
-    return summarize(spec, cfg, device, r, world, baseline)
+def run_train(w, run, device: torch.device) -> tuple[dict, dict]:
+    """Train w.spec() on w.devices processes (the torchrun world): (metrics, info). A layout that
+    shards, splits or recomputes runs through measure/parallel_train.py (FSDP2, TP, checkpointing)."""
+    from llmbench.measure.parallel_train import needs_parallel, run_parallel
+
+    if needs_parallel(w):
+        if w.sparsity or run.baseline:
+            raise BadInput("--sparsity and --baseline run with plain data parallelism (--zero 0, --tp 1, "
+                           "--recompute none)")
+        return run_parallel(w, run, device)
+    spec = w.spec()
+    dev.set_precision(device, w.precision)
+    baseline = run.baseline_tokens_per_s
+    if run.baseline and w.devices > 1:
+        baseline = _baseline_on_rank0(spec, w, run, device)
+    r = train_loop(spec, w, run, device, ddp=w.devices > 1)
+    return summarize(spec, w, r, device, baseline)
 
 
-def _baseline_on_rank0(spec, cfg, device, rank) -> float:
+def _baseline_on_rank0(spec, w, run, device) -> float:
     """One process alone (rank 0, no DDP) while the other ranks wait; tokens/s broadcast to all."""
     import torch.distributed as tdist
     value = torch.zeros(1, dtype=torch.float64, device=device)
-    if rank == 0:
-        r = train_loop(spec, cfg, device, ddp=False)
+    if _rank() == 0:
+        r = train_loop(spec, w, run, device, ddp=False)
         step_s = sorted(r["times"])[len(r["times"]) // 2]
-        value[0] = int(cfg["batch"]) * int(cfg["seq"]) * int(cfg["grad_accum"]) / step_s
+        value[0] = w.micro_batch * w.grad_accum * w.seq_len / step_s
     tdist.broadcast(value, src=0)
     return float(value[0])
 
 
-def summarize(spec, cfg, device, r: dict, world: int, baseline: float | None) -> dict:
-    B, T, G = int(cfg["batch"]), int(cfg["seq"]), int(cfg["grad_accum"])
+def summarize(spec, w, r: dict, device, baseline: float | None) -> tuple[dict, dict]:
+    """Global metrics from this process's figures: (metrics, info)."""
     times = r["times"]
-    if world > 1:  # the step time of the job is the slowest rank's
+    if w.devices > 1:  # the step time of the job is the slowest rank's
         import torch.distributed as tdist
         t = torch.tensor(times, dtype=torch.float64, device=device)
         tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
         times = t.tolist()
     m = summarize_times(times)
     step_s = m["step_time_s"]
-    flops_step = training_flops(spec, B, T)["model"] * G  # per rank
-    tokens = B * T * G * world
-    peak, hw = datasheet_peak_flops(device, cfg["precision"], cfg["hardware"])
-    achieved = flops_step * world / step_s
-    m.update({
-        "tokens_per_s": tokens / step_s, "samples_per_s": B * G * world / step_s,
-        "achieved_tflops": achieved / 1e12,
-        "mfu": achieved / world / peak if peak else None, "datasheet": hw,
-        "peak_mem_bytes": r["peak_mem_bytes"], "warmup_s": r["warmup_s"],
-        "flops_per_step": flops_step * world, "tokens_per_step": tokens, "world_size": world,
-        "loss_first": r["loss_first"], "loss_last": r["loss_last"], "steps": len(times),
-    })
+    flops_per_process = training_flops(spec, w.micro_batch, w.seq_len)["model"] * w.grad_accum
+    tokens = w.batch * w.seq_len  # global: micro_batch x grad_accum x devices sequences
+    m.update({"tokens_per_s": tokens / step_s, "samples_per_s": w.batch / step_s,
+              "achieved_tflops": flops_per_process / step_s / 1e12,
+              "mfu": mfu(w, flops_per_process / step_s), "peak_mem_bytes": r["peak_mem_bytes"],
+              "warmup_s": r["warmup_s"], "loss_first": r["loss_first"], "loss_last": r["loss_last"]})
     if baseline:
         m["baseline_tokens_per_s"] = baseline
-        m["scaling_efficiency"] = m["tokens_per_s"] / (world * baseline)
+        m["scaling_efficiency"] = m["tokens_per_s"] / (w.devices * baseline)
+    info = {"datasheet": datasheet_peak_flops(w)[1], "flops_per_step": flops_per_process * w.devices,
+            "tokens_per_step": tokens, "world_size": w.devices, "steps": len(times)}
     if r["sparsity"]:
-        m.update(r["sparsity"])
-    m["timestamp"] = time.time()
-    return m
+        info["sparsity"] = r["sparsity"]
+    return m, info
