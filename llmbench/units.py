@@ -91,6 +91,8 @@ def fmt_metric(name: str, x) -> str:
         return x
     if name.endswith("_bytes"):
         return fmt_bytes(x)
+    if name.endswith(("_per_s", "_per_seq")) or name.endswith("_per_s_per_seq"):
+        return fmt_num(x)
     if name.endswith("_s") or "_s_p" in name or name.endswith("_s_per_token"):
         return fmt_time(x)
     if name in ("mfu", "frac_of_ceiling", "scaling_efficiency"):
