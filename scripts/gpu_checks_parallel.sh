@@ -7,14 +7,16 @@
 #   NPROC=8 bash scripts/gpu_checks_parallel.sh            # 8 GPUs: the global batch grows with NPROC
 #   SMOKE=1 DEVICE=cpu bash scripts/gpu_checks_parallel.sh # the same steps on a tiny model, on the CPU
 #
-# Each step runs `torchrun -m llmbench.measure.parallel_train ... --json` and writes OUT_DIR/NAME.json:
+# Each step runs `torchrun -m llmbench measure train --layout fsdp ... --json` and writes OUT_DIR/NAME.json
+# (the result with its workload, metrics, and the prediction of the same workload beside it):
 #   gpt2xl_zero3_selective_bf16.json          GPT-2 XL, FSDP2 (zero 3), selective recompute, eager
 #   gpt3-2.7b_zero3_full_bf16.json            GPT-3 2.7B, FSDP2, full recompute, eager
 #   gpt2xl_zero3_selective_bf16_compile.json  GPT-2 XL as above with torch.compile per block
 #   gpt3-2.7b_zero3_selective_bf16_compile.json  GPT-3 2.7B, selective, compile, 2 micro-batches of 4
 # Aims (issue 13): GPT-2 XL MFU >= 50%, the 2.7B FSDP2 + checkpointing run >= 45% (model FLOPs:
-# recomputation not counted; `hardware_tflops` in the JSON counts it). A failing step does not stop
-# the others; the summary at the end prints one block per JSON.
+# recomputation not counted; `executed_tflops` in the JSON counts it). A failing step does not stop
+# the others; the summary at the end prints one line per JSON: MFU against the datasheet and the
+# measured tokens/s against the prediction.
 set -u
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_DIR="${1:-${OUT:-${TMPDIR:-/tmp}/llmbench-gpu-parallel}}"
@@ -28,12 +30,13 @@ export LLMBENCH_HOME="$OUT_DIR/llmbench-home"
 cd "$REPO"
 T0=$(date +%s)
 
-# SMOKE=1: a 2-layer, width-64 model with a small batch, and the 'eager' compile backend (inductor
-# compiles for minutes on a CPU); the options given last win.
+# SMOKE=1: a 2-layer, width-64 GPT (a config.json written here) with a small batch; the options
+# given last win.
 SMOKE_ARGS=()
 if [ "${SMOKE:-0}" = 1 ]; then
-  SMOKE_ARGS=(--n-layers 2 --d-model 64 --n-heads 4 --vocab-size 256 --seq 32 --steps 2 --warmup-steps 1
-              --compile-backend eager)
+  echo '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 2048}' \
+    > "$OUT_DIR/tiny-config.json"
+  SMOKE_ARGS=(--model "$OUT_DIR/tiny-config.json" --seq 32 --steps 2 --warmup-steps 1)
 fi
 
 step() {  # step NAME TIMEOUT_S MICRO_BATCH ARGS... : OUT_DIR/NAME.json, stderr to NAME.err
@@ -45,7 +48,7 @@ step() {  # step NAME TIMEOUT_S MICRO_BATCH ARGS... : OUT_DIR/NAME.json, stderr 
   local batch=$(( mb * NPROC * ${GRAD_ACCUM:-1} ))
   [ "${SMOKE:-0}" = 1 ] && batch=$(( 2 * NPROC * ${GRAD_ACCUM:-1} )) && mb=2
   timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" \
-    -m llmbench.measure.parallel_train "$@" --device "$DEVICE" --precision bf16 \
+    -m llmbench measure train "$@" --device "$DEVICE" --precision bf16 --db "$OUT_DIR/results.db" \
     --batch "$batch" --micro-batch "$mb" "${SMOKE_ARGS[@]}" --json > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
   local rc=$?
   echo "[$(( $(date +%s) - T0 ))s] $name: exit $rc in $(( $(date +%s) - t ))s"
@@ -58,15 +61,29 @@ step() {  # step NAME TIMEOUT_S MICRO_BATCH ARGS... : OUT_DIR/NAME.json, stderr 
 } > "$OUT_DIR/env_parallel.txt" 2>&1
 cat "$OUT_DIR/env_parallel.txt"
 
-step gpt2xl_zero3_selective_bf16 75 16 --model gpt2-xl --seq 1024 --zero 3 --recompute selective \
+step gpt2xl_zero3_selective_bf16 75 16 --model gpt2-xl --seq 1024 --layout fsdp --recompute selective \
   --steps 6 --warmup-steps 3
-step gpt3-2.7b_zero3_full_bf16 75 8 --model gpt3-2.7b --seq 2048 --zero 3 --recompute full \
+step gpt3-2.7b_zero3_full_bf16 75 8 --model gpt3-2.7b --seq 2048 --layout fsdp --recompute full \
   --steps 5 --warmup-steps 2
-step gpt2xl_zero3_selective_bf16_compile 120 16 --model gpt2-xl --seq 1024 --zero 3 --recompute selective \
+step gpt2xl_zero3_selective_bf16_compile 120 16 --model gpt2-xl --seq 1024 --layout fsdp --recompute selective \
   --steps 6 --warmup-steps 3 --compile
-GRAD_ACCUM=2 step gpt3-2.7b_zero3_selective_bf16_compile 120 4 --model gpt3-2.7b --seq 2048 --zero 3 \
-  --recompute selective --grad-accum 2 --steps 5 --warmup-steps 2 --compile
+GRAD_ACCUM=2 step gpt3-2.7b_zero3_selective_bf16_compile 120 4 --model gpt3-2.7b --seq 2048 --layout fsdp \
+  --recompute selective --steps 5 --warmup-steps 2 --compile
 
-"$PY" -c "import sys; from llmbench.measure.parallel_train import print_summaries; print_summaries(sys.argv[1:])" \
-  "$OUT_DIR"/gpt*.json
+"$PY" - "$OUT_DIR"/gpt*.json <<'PYEOF'
+import json, sys, os
+for path in sys.argv[1:]:
+    try:
+        r = json.loads(open(path).read())
+        w, m, p = r["workload"], r["metrics"], r.get("prediction") or {}
+        lay = w["layout"]
+        mfu = "-" if m.get("mfu") is None else f"{m['mfu']:.1%}"
+        pred = "-" if p.get("tokens_per_s_error") is None else f"{p['tokens_per_s']:,.0f} ({p['tokens_per_s_error']:+.0%})"
+        print(f"{os.path.basename(path)}: {r['status']} {w['model']} tp{lay['tp']} zero{lay['zero']} "
+              f"{lay['recompute']} micro {w['micro_batch']} x accum {w['grad_accum']} x {w['devices']}: "
+              f"{m.get('tokens_per_s', 0):,.0f} tokens/s, MFU {mfu} (datasheet), predicted {pred}; "
+              f"peak {m.get('peak_mem_bytes', 0) / 2**30:.1f} GiB {r.get('error') or ''}")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"{os.path.basename(path)}: no result ({type(e).__name__}: {e})")
+PYEOF
 echo "total $(( $(date +%s) - T0 ))s; results in $OUT_DIR"
