@@ -1,27 +1,35 @@
-"""Study specs: one YAML per published study (llmbench/studies/specs/*.yaml) -> its points.
+"""Study specs: one YAML per published study (llmbench/studies/specs/*.yaml) -> its Workloads.
 
     llmbench study list
     llmbench study show transformer-block --quick --json
 
-A spec names its suite (block | train | infer), the source study (paper, figure or table), the ids
-of the rows of llmbench/reference/published.csv it is compared with, a `base` config shared by
-every point, and a `grid`: one mapping or a list of mappings whose list values are crossed
-(cartesian product) and merged over `base`. The `quick:` section says what it shrinks (`shrink:`)
-and overrides `base` (merged) and `grid` (replaced) so the study fits a 2-core CPU in minutes;
-quick points are still real measurements, only smaller.
+A spec names its suite (block | train | infer | genslm), the source study (paper, figure or
+table), the ids of the rows of llmbench/reference/published.csv it is compared with, a `base`
+shared by every point, and a `grid`: one mapping or a list of mappings whose list values are
+crossed (cartesian product) and merged over `base`. The `quick:` section says what it shrinks
+(`shrink:`) and overrides `base` (merged) and `grid` (replaced) so the study fits a 2-core CPU in
+minutes; quick points are still real measurements, only smaller. The `predict:` section is what
+the analytical model predicts for the study (`llmbench study predict`, `llmbench reproduce`): the
+catalog `hardware` it is drawn for, and its own `base` and `grid` (a grid item may name its own
+`hardware`, and `dataset` projects one epoch of a data set); without it, `study predict` predicts
+the study's full-size points.
 
-A point is a flat dict: suite, model, hardware (added by the runner), the workload fields (batch,
-seq, precision, steps or repeats, grad_accum, devices, sparsity, gen_len, data ...) and, for shrunk models,
-`head` (lm | mlm | cls: e.g. BERT pre-training with its MLM head) and, for shrunk models,
-`resize`: the exact ModelSpec changes (`get_model(model).with_(**resize)`), with d_ff and
-n_kv_heads written out so every engine builds the same model.
+A point's keys are the fields of llmbench.point.Workload (model, batch, seq_len, precision,
+devices, micro_batch, grad_accum, gen_len, sparsity, resize, head and the layout knobs tp, pp,
+zero, recompute, offload, mode) and of llmbench.measure.options.RunOptions (steps, repeats, data,
+...: how it is measured, not what; results are keyed without them). `batch` is the GLOBAL batch,
+as everywhere in llmbench: a data-parallel point over `devices` replicas with `grad_accum`
+micro-steps of `micro_batch` sequences has batch = micro_batch x grad_accum x devices.
+`points()` gives (Workload, RunOptions) pairs; the runner adds the hardware, the precision and the
+micro-steps this machine runs them with (studies/runner.py).
 
 A spec file is checked before it is used (`load_spec`; every rule is one BadInput line naming the
 file and the key, tested in tests/test_studies_schema.py): at most MAX_SPEC_BYTES of UTF-8 in a
 regular file; YAML through a SafeLoader that bounds alias expansion (MAX_YAML_NODES, "billion
 laughs") and rejects duplicate keys; required keys and types (SPEC_KEYS); unknown keys rejected
-with the closest valid name; point values by POINT_RULES (positive batch/seq/steps/repeats,
-finite numbers); published ids that exist; at most MAX_GRID_POINTS points, counted from the list
+with the closest valid name; point values by POINT_RULES, read from the dataclasses' field
+metadata (types, ranges, choices: the same rules as the CLI's options); published ids that
+exist; predict hardware in the catalog; at most MAX_GRID_POINTS points, counted from the list
 lengths before anything is expanded.
 """
 from __future__ import annotations
@@ -32,21 +40,22 @@ import itertools
 import math
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from llmbench.errors import BadInput
+from llmbench.measure.options import RunOptions
+from llmbench.point import RESIZABLE, Layout, Workload
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
-SUITES = ("block", "train", "infer")
-# workload defaults per suite: written into every point so its key is its full configuration
-SUITE_DEFAULTS = {
-    "block": {"precision": "fp32", "repeats": 5},
-    "train": {"precision": "fp32", "steps": 10, "grad_accum": 1, "devices": 1, "sparsity": 0.0,
-              "data": "synthetic"},
-    "infer": {"precision": "fp32", "repeats": 20, "gen_len": 0},
-}
-_RESIZABLE = {"n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "max_seq_len"}
+SUITES = ("block", "train", "infer", "genslm")
+#: Workload fields a spec sets (suite is the spec's; hardware is where it runs: the runner's)
+WORKLOAD_KEYS = tuple(f.name for f in fields(Workload) if f.name not in ("suite", "hardware", "layout"))
+LAYOUT_KEYS = tuple(f.name for f in fields(Layout))
+#: RunOptions a spec sets (the device, and the data-parallel baseline, are the runner's)
+RUN_KEYS = tuple(f.name for f in fields(RunOptions)
+                 if f.name not in ("device", "baseline", "baseline_tokens_per_s"))
+RUNNER_KEYS = ("suite", "hardware", "device", "baseline", "baseline_tokens_per_s")
 MAX_SPEC_BYTES = 1_000_000
 MAX_YAML_NODES = 100_000
 """YAML nodes after alias expansion (each use of an alias counted): bounds alias bombs"""
@@ -54,7 +63,7 @@ MAX_GRID_POINTS = 10_000
 MAX_FLOW_DEPTH = 50
 """[ and { nesting, checked on the text first: PyYAML's scanner is quadratic in it"""
 
-#: key -> (required, type(s), what it is); the same table for the top level, source: and quick:
+#: key -> (required, type(s), what it is); the same table for the top level, source:, quick:, predict:
 SPEC_KEYS = {
     "name": (False, str, "the study's name (default: the file name)"),
     "title": (True, str, "one line saying what is measured"),
@@ -65,58 +74,68 @@ SPEC_KEYS = {
     "grid": (False, (dict, list), "a mapping (or a list of mappings) whose list values are crossed"),
     "published": (False, list, "ids of rows of llmbench/reference/published.csv"),
     "quick": (False, dict, "{shrink: what is made smaller, base: overrides, grid: replacement}"),
+    "predict": (False, dict, "{hardware: [catalog names], base: ..., grid: ...}: what is predicted"),
 }
-SOURCE_KEYS = {"paper": (True, str, "arXiv id"), "where": (False, str, "figure or table"),
+SOURCE_KEYS = {"paper": (True, str, "arXiv id, or the page where there is none"), "where": (False, str, "figure or table"),
                "note": (False, str, "what the source says")}
 QUICK_KEYS = {"shrink": (True, str, "what is made smaller and why"),
               "base": (False, dict, "overrides of base"),
               "grid": (False, (dict, list), "replaces grid")}
-
-
-def _pos_int(v):
-    return None if _is_int(v) and v >= 1 else "a positive integer"
-
-
-def _nonneg_int(v):
-    return None if _is_int(v) and v >= 0 else "an integer >= 0"
-
-
-def _fraction(v):
-    return None if _is_num(v) and 0.0 <= v < 1.0 else "a number in [0, 1)"
-
-
-def _pos_num(v):
-    return None if _is_num(v) and v > 0 else "a positive number"
+PREDICT_KEYS = {"hardware": (True, list, "catalog names the predictions are drawn for"),
+                "base": (False, dict, "workload values shared by every prediction"),
+                "grid": (False, (dict, list), "a mapping (or list of mappings) whose lists are crossed")}
 
 
 def _text(v):
     return None if isinstance(v, str) and v.strip() else "non-empty text"
 
 
-def _flag(v):
-    return None if isinstance(v, bool) else "true or false"
-
-
 def _resize(v):
     if not isinstance(v, dict):
-        return f"a mapping of {', '.join(sorted(_RESIZABLE))} to positive integers"
+        return f"a mapping of {', '.join(sorted(RESIZABLE))} to positive integers"
     for k, x in v.items():
-        if k not in _RESIZABLE:
-            return f"a mapping of {', '.join(sorted(_RESIZABLE))} (not {k!r}{_closest(k, _RESIZABLE)})"
-        if _pos_int(x):
+        if k not in RESIZABLE:
+            return f"a mapping of {', '.join(sorted(RESIZABLE))} (not {k!r}{_closest(k, RESIZABLE)})"
+        if not (_is_int(x) and x >= 1):
             return f"a mapping whose {k} is a positive integer (got {_short(x)})"
     return None
 
 
-#: point key -> check (None when fine, else what the value must be). `suite` and `hardware` are
-#: set by the runner. TODO(lead): generate from llmbench.point.Workload once it lands.
-POINT_RULES = {
-    "model": _text, "batch": _pos_int, "seq": _pos_int, "precision": _text, "repeats": _pos_int,
-    "steps": _pos_int, "grad_accum": _pos_int, "devices": _pos_int, "gen_len": _nonneg_int,
-    "warmup": _nonneg_int, "warmup_steps": _nonneg_int, "seed": _nonneg_int,
-    "sparsity": _fraction, "sparsity_pattern": _text, "lr": _pos_num, "data": _text,
-    "head": _text, "ceiling": _text, "compile": _flag, "resize": _resize,
-}
+def _rule(f):
+    """The check of one dataclass field from its metadata (llmbench.point.opt): None when a value
+    is fine, else what it must be. Types come from the default: bool, int, float or text."""
+    m, default = f.metadata, f.default if f.default is not MISSING else None
+    low, high = m.get("low"), m.get("high")
+    if m.get("choices"):
+        return lambda v: None if v in m["choices"] else f"one of {', '.join(m['choices'])}"
+    if isinstance(default, bool):
+        return lambda v: None if isinstance(v, bool) else "true or false"
+    if m.get("integer"):
+        want = "a positive integer" if low == 1 and high is None else \
+            f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+        return lambda v: None if _is_int(v) and _in(v, low, high) else want
+    if low is not None:
+        want = f"a number >= {low:g}" if high is None else f"a number in [{low:g}, {high:g}]"
+        return lambda v: None if _is_num(v) and _in(v, low, high) else want
+    return _text
+
+
+def _in(v, low, high) -> bool:
+    return (low is None or v >= low) and (high is None or v <= high)
+
+
+def _point_rules() -> dict:
+    """point key -> check, from the field metadata of Workload, Layout and RunOptions."""
+    by_name = {f.name: f for cls in (Workload, Layout, RunOptions) for f in fields(cls)}
+    rules = {k: _rule(by_name[k]) for k in WORKLOAD_KEYS + LAYOUT_KEYS + RUN_KEYS}
+    rules.update(model=_text, resize=_resize)
+    return rules
+
+
+#: point key -> check (None when fine, else what the value must be)
+POINT_RULES = _point_rules()
+#: keys a `predict:` point may add: a data set to project one epoch of (llmbench project)
+PREDICT_RULES = {**POINT_RULES, "dataset": _text}
 
 
 def _is_int(v) -> bool:
@@ -128,13 +147,32 @@ def _is_num(v) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StudyPoint:
+    """One point of a study: what runs (the Workload, hardware still open) and how (RunOptions)."""
+
+    workload: Workload
+    run: RunOptions
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictPoint:
+    """One planned prediction: a Workload (hardware still open) and where it is predicted."""
+
+    workload: Workload
+    hardware: tuple[str, ...] = ()
+    """catalog names; () = what the caller says (--hardware), else every accelerator"""
+    dataset: str | None = None
+    """project one epoch of this data set at the predicted throughput (llmbench project)"""
+
+
+@dataclass(frozen=True, kw_only=True)
 class StudySpec:
     """One published study as runnable points."""
 
     name: str
     title: str
     suite: str
-    """block | train | infer: the measure suite every point runs through"""
+    """block | train | infer | genslm: the measure suite every point runs through"""
     source: dict
     """{paper: arXiv id, where: figure/table, note: ...}"""
     description: str = ""
@@ -145,6 +183,8 @@ class StudySpec:
     """ids of rows of llmbench/reference/published.csv this study is compared with"""
     quick: dict = field(default_factory=dict)
     """{shrink: what is made smaller and why, base: overrides, grid: replacement}"""
+    predict: dict = field(default_factory=dict)
+    """{hardware: catalog names, base: ..., grid: ...}: what the analytical model predicts"""
     path: str = ""
 
     def __post_init__(self):
@@ -155,36 +195,70 @@ class StudySpec:
         if self.quick and not self.quick.get("shrink"):
             raise BadInput(f"study {self.name}: quick.shrink must say what is shrunk")
 
-    def points(self, quick: bool = False, hardware: str | None = None) -> list[dict]:
-        """The expanded points, in grid order, without duplicates."""
-        base = dict(self.base)
-        grid = list(self.grid)
+    def points(self, quick: bool = False) -> list[StudyPoint]:
+        """The expanded points, in grid order, without duplicates. A study with only a `predict:`
+        section has none."""
+        base, grid = dict(self.base), list(self.grid)
         if quick and self.quick:
             base.update(self.quick.get("base", {}))
             grid = list(_as_list(self.quick.get("grid", grid)))
+        if not base and not grid:
+            return []
         out, seen = [], set()
-        for item in grid or [{}]:
-            for combo in _cross(item):
-                point = self._complete({**base, **combo}, hardware)
-                sig = repr(sorted(point.items()))
-                if sig not in seen:
-                    seen.add(sig)
-                    out.append(point)
+        for cfg in _expand(base, grid):
+            p = StudyPoint(workload=self._workload(cfg), run=self._run(cfg))
+            if (p.workload.id(), p.run) not in seen:
+                seen.add((p.workload.id(), p.run))
+                out.append(p)
         return out
 
-    def _complete(self, cfg: dict, hardware: str | None) -> dict:
-        point = {"suite": self.suite, **SUITE_DEFAULTS[self.suite], **cfg}
-        if hardware is not None:
-            point["hardware"] = hardware
-        for key in ("model", "batch", "seq"):
-            if key not in point:
-                raise ValueError(f"study {self.name}: every point needs {key!r}")
-        resize = _full_resize(point["model"], dict(point.get("resize") or {}), point["seq"])
-        if resize:
-            point["resize"] = resize
-        else:
-            point.pop("resize", None)
-        return point
+    def predict_points(self) -> list[PredictPoint]:
+        """What the analytical model predicts for this study: the `predict:` section's points on
+        its hardware, else the full-size points (hardware left to the caller)."""
+        if not self.predict:
+            return [PredictPoint(workload=p.workload) for p in self.points()]
+        section = tuple(self.predict["hardware"])
+        out = []
+        for cfg in _expand(dict(self.predict.get("base") or {}), _as_list(self.predict.get("grid") or {})):
+            hw = cfg.pop("hardware", None)
+            hardware = tuple(hw) if isinstance(hw, list) else (hw,) if hw else section
+            out.append(PredictPoint(workload=self._workload(cfg), hardware=hardware,
+                                    dataset=cfg.get("dataset")))
+        return out
+
+    def _workload(self, cfg: dict) -> Workload:
+        """The Workload of one expanded point (every field not given: Workload's default)."""
+        if "model" not in cfg:
+            raise BadInput(f"study {self.name}: every point needs 'model'")
+        wf = {k: v for k, v in cfg.items() if k in WORKLOAD_KEYS}
+        lay = {k: v for k, v in cfg.items() if k in LAYOUT_KEYS}
+        try:
+            w = Workload(suite=self.suite, **wf, layout=Layout(**lay))
+            _check_builds(w)
+        except ValueError as e:  # BadInput is a ValueError; ModelSpec raises ValueError too
+            raise BadInput(f"study {self.name} ({self.path or 'spec'}): {e}") from None
+        return w
+
+    def _run(self, cfg: dict) -> RunOptions:
+        return RunOptions(**{k: v for k, v in cfg.items() if k in RUN_KEYS})
+
+
+def _check_builds(w: Workload) -> None:
+    """The model builds (preset exists, resize valid) and a training batch splits into its
+    replicas' micro-steps; raises ValueError saying why not."""
+    _spec_of(w.model, tuple(sorted(w.resize.items())), w.head, w.seq_len + w.gen_len)
+    if w.suite in ("train", "genslm"):
+        w.micro_steps(dp=w.devices or 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_of(model, resize, head, tokens):
+    return Workload(model=model, resize=dict(resize), head=head, seq_len=tokens).spec()
+
+
+def _expand(base: dict, grid: list) -> list[dict]:
+    """Every mapping of the grid crossed and merged over base, in order."""
+    return [{**base, **combo} for item in grid or [{}] for combo in _cross(item)]
 
 
 def _as_list(grid) -> list:
@@ -197,40 +271,6 @@ def _cross(item: dict) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
-def _full_resize(model: str, resize: dict, seq: int) -> dict:
-    """The ModelSpec changes of a shrunk point, written out in full (d_ff and GQA groups keep the
-    preset's proportions, as llmbench.models.spec.resize does); learned positions are
-    extended when the point's seq is longer than the preset's context."""
-    from llmbench.models import get_model
-
-    bad = set(resize) - _RESIZABLE
-    if bad:
-        raise ValueError(f"resize may change only {', '.join(sorted(_RESIZABLE))}; got {', '.join(sorted(bad))}")
-    spec = get_model(model)
-    if "n_heads" in resize and "n_kv_heads" not in resize and spec.n_kv_heads != spec.n_heads:
-        group = spec.n_heads // spec.n_kv_heads
-        n = resize["n_heads"]
-        resize["n_kv_heads"] = max(1, n // group) if n % group == 0 else n
-    elif "n_heads" in resize and "n_kv_heads" not in resize:
-        resize["n_kv_heads"] = resize["n_heads"]
-    if "d_model" in resize and "d_ff" not in resize:
-        resize["d_ff"] = max(1, round(spec.d_ff * resize["d_model"] / spec.d_model))
-    if seq > resize.get("max_seq_len", spec.max_seq_len):
-        resize["max_seq_len"] = seq
-    if resize:
-        spec.with_(**resize)  # validates (heads dividing the width ...)
-    return {k: resize[k] for k in sorted(resize)}
-
-
-def model_spec(point: dict):
-    """The ModelSpec a point runs: the preset, resized when the point says so."""
-    from llmbench.models import get_model
-
-    spec = get_model(point["model"])
-    changes = {**(point.get("resize") or {}), **({"head": point["head"]} if point.get("head") else {})}
-    return spec.with_(**changes) if changes else spec
-
-
 def load_spec(path: str | Path) -> StudySpec:
     """A study spec file, checked (module docstring); every problem is one BadInput line."""
     path = Path(path)
@@ -238,7 +278,7 @@ def load_spec(path: str | Path) -> StudySpec:
     check_spec(data, path)
     data = dict(data)
     data.setdefault("name", path.stem)
-    data["grid"] = tuple(_as_list(data.get("grid") or {}))
+    data["grid"] = tuple(_as_list(data["grid"])) if data.get("grid") else ()
     data["published"] = tuple(data.get("published") or ())
     return StudySpec(**data, path=str(path))
 
@@ -370,7 +410,32 @@ def check_spec(data, path) -> None:
         _check_keys(data["quick"], QUICK_KEYS, path, "quick.")
         _check_values(data["quick"].get("base") or {}, path, "quick.base")
         _check_grid(data["quick"].get("grid"), path, "quick.grid")
+    if "predict" in data:
+        _check_predict(data["predict"], path)
     _check_published(data.get("published") or [], path)
+
+
+def _check_predict(section: dict, path) -> None:
+    _check_keys(section, PREDICT_KEYS, path, "predict.")
+    _check_hardware(section["hardware"], path, "predict.hardware", allow_empty=False)
+    _check_values(section.get("base") or {}, path, "predict.base", rules=PREDICT_RULES)
+    _check_grid(section.get("grid"), path, "predict.grid", rules=PREDICT_RULES)
+    for i, item in enumerate(_as_list(section.get("grid") or {})):
+        if "hardware" in item:
+            hw = item["hardware"]
+            _check_hardware(hw if isinstance(hw, list) else [hw], path, f"predict.grid[{i}].hardware")
+
+
+def _check_hardware(names, path, where: str, allow_empty: bool = True) -> None:
+    from llmbench.hardware import catalog
+
+    known = catalog()
+    if not names and not allow_empty:
+        raise BadInput(f"{path}: {where} is empty (name the catalog hardware to predict)")
+    for h in names:
+        if h not in known:
+            raise BadInput(f"{path}: {where}: {_short(h)} is not in the hardware catalog"
+                           f"{_closest(h, known)}")
 
 
 def _check_keys(d: dict, schema: dict, path, prefix: str) -> None:
@@ -388,13 +453,15 @@ def _check_keys(d: dict, schema: dict, path, prefix: str) -> None:
             raise BadInput(f"{path}: {prefix}{key} must be {want} ({what}), got {_kind(d[key])}")
 
 
-def _check_values(d: dict, path, where: str, grid: bool = False) -> None:
+def _check_values(d: dict, path, where: str, grid: bool = False, rules: dict = POINT_RULES) -> None:
     """Point values of base/grid: known keys, each value (or each list item, in a grid) valid."""
     for key, value in d.items():
-        if key in ("suite", "hardware"):
+        if key == "hardware" and rules is PREDICT_RULES and grid:
+            continue  # a predict grid item may name its hardware (checked by _check_predict)
+        if key in RUNNER_KEYS:
             raise BadInput(f"{path}: {where}.{key} is set by the runner; remove it")
-        if key not in POINT_RULES:
-            raise BadInput(f"{path}: unknown key {where}.{key}{_closest(key, POINT_RULES)}")
+        if key not in rules:
+            raise BadInput(f"{path}: unknown key {where}.{key}{_closest(key, rules)}")
         if isinstance(value, list) and grid:
             if not value:
                 raise BadInput(f"{path}: {where}.{key} is an empty list (no points)")
@@ -404,12 +471,12 @@ def _check_values(d: dict, path, where: str, grid: bool = False) -> None:
         else:
             values = [value]
         for v in values:
-            need = POINT_RULES[key](v)
+            need = rules[key](v)
             if need:
                 raise BadInput(f"{path}: {where}.{key} must be {need}, got {_short(v)}")
 
 
-def _check_grid(grid, path, where: str) -> None:
+def _check_grid(grid, path, where: str, rules: dict = POINT_RULES) -> None:
     if grid is None:
         return
     items = _as_list(grid)
@@ -418,7 +485,7 @@ def _check_grid(grid, path, where: str) -> None:
         here = f"{where}[{i}]" if isinstance(grid, list) else where
         if not isinstance(item, dict):
             raise BadInput(f"{path}: {here} must be a mapping, got {_kind(item)}")
-        _check_values(item, path, here, grid=True)
+        _check_values(item, path, here, grid=True, rules=rules)
         total += math.prod(len(v) for v in item.values() if isinstance(v, list))
     if total > MAX_GRID_POINTS:
         raise BadInput(f"{path}: {where} has {total:,} points; a study has at most {MAX_GRID_POINTS:,}")
