@@ -1,4 +1,4 @@
-"""The study spec schema: every rule of llmbench.studies.spec.check_spec / load_spec has a test,
+"""The study spec schema: every rule of llmbench.studies.schema (through spec.load_spec) has a test,
 and each error is one BadInput line naming the file (and the key)."""
 import os
 import textwrap
@@ -7,7 +7,8 @@ import time
 import pytest
 
 from llmbench.errors import BadInput
-from llmbench.studies.spec import MAX_GRID_POINTS, MAX_SPEC_BYTES, get_study, load_spec
+from llmbench.studies.schema import MAX_GRID_POINTS, MAX_SPEC_BYTES
+from llmbench.studies.spec import get_study, load_spec
 
 GOOD = textwrap.dedent("""\
     name: t
