@@ -111,8 +111,8 @@ def study_list(a) -> None:
     rows = study_rows()
     if a.json:
         return emit_json(rows)
-    table("llmbench studies", ("name", "suite", "points", "quick", "source", "published"),
-          [(r["name"], r["suite"], r["points"], r["quick_points"],
+    table("llmbench studies", ("name", "suite", "points", "quick", "predict points", "source", "published"),
+          [(r["name"], r["suite"], r["points"], r["quick_points"], r["predictions"],
             f"{r['source']['paper']} {r['source'].get('where', '')}", len(r["published"])) for r in rows])
 
 

@@ -36,7 +36,7 @@ class Step:
 
 def measure_plan(quick: bool = True) -> list[Step]:
     """The measured pieces, cheapest first; budgets sum to ~7 minutes (the rest: predict + report).
-    The studies are the shipped specs that have points to measure."""
+    Every shipped study with points to measure has its budget here (tests/test_report.py checks)."""
     q = ("--quick",) if quick else ()
     # 3 repeats of the square GEMM in quick mode: on a loaded 2-core CPU 5 did not fit 35 s
     repeats = ("--repeats", "3") if quick else ()
