@@ -433,6 +433,7 @@ def test_cli_study_run_json_and_show(cli, fake, tmp_path):
     assert [p["action"] for p in info["points"]] == ["done"] * 3
     assert [p["point"]["grad_accum"] for p in info["points"]] == [1, 2, 4]
     assert [p["point"]["batch"] for p in info["points"]] == [2, 4, 8]  # global: micro-batch 2 x GAS
+    assert [(p["run"]["steps"], p["run"]["device"]) for p in info["points"]] == [(3, "cpu")] * 3
 
 
 @pytest.mark.parametrize("argv, msg", [

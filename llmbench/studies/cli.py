@@ -118,6 +118,8 @@ def study_list(a) -> None:
 
 def study_show(a) -> None:
     """The study's points and what a run would do with each (run, skip and why, done)."""
+    from dataclasses import asdict
+
     from llmbench.results.store import open_readonly
     from llmbench.studies.runner import describe, plan_study
     from llmbench.studies.spec import get_study
@@ -127,7 +129,7 @@ def study_show(a) -> None:
         plan = plan_study(spec, store, quick=a.quick, device=a.device, force=a.force,
                           retry_crashed=a.retry_crashed)
     rows = [{"key": p.key, "action": p.action, "reason": p.reason, "recorded_status": p.recorded_status,
-             "point": p.workload.to_dict(), "run": p.run} for p in plan.points]
+             "point": p.workload.to_dict(), "run": asdict(p.run)} for p in plan.points]
     info = {"study": spec.name, "title": spec.title, "suite": spec.suite, "source": spec.source,
             "description": " ".join(spec.description.split()), "published": list(spec.published),
             "quick": a.quick, "quick_shrink": " ".join(spec.quick.get("shrink", "").split()),
