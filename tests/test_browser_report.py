@@ -81,7 +81,7 @@ def render(page: Path, tmp: Path) -> tuple[dict, list[str]]:
 
 @pytest.fixture(scope="module")
 def built_report(tmp_path_factory):
-    from llmbench.report.reproduce import report
+    from llmbench.report.html import report
 
     tmp = tmp_path_factory.mktemp("browser")
     with ResultsDB(_fill_small_db(tmp / "small.db")) as db:

@@ -108,9 +108,10 @@ def stubs(monkeypatch, tmp_path):
                                                                    ("ok", "oom", "error", "skipped"), 0),
                                                                "ran": 0, "skipped_now": 0, "already_recorded": 0,
                                                                "db": "x"})
-    import llmbench.report.reproduce as rep
+    import llmbench.report.html as html
+    import llmbench.studies.reproduce as rep
     monkeypatch.setattr(rep, "reproduce", lambda **k: {"report": "x"})
-    monkeypatch.setattr(rep, "report", lambda *a, **k: {"report": "x"})
+    monkeypatch.setattr(html, "report", lambda *a, **k: {"report": "x"})
     try:
         import llmbench.streaming.run as srun
         monkeypatch.setattr(srun, "run_train", lambda cfg: {"rank": 1})

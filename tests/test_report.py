@@ -14,41 +14,51 @@ from pathlib import Path
 
 import pytest
 
+from llmbench.point import Workload
 from llmbench.results import ResultsDB, record_published
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_HW = ("a100-80gb", "cs2")
 
 
+def _cpu(**kw) -> Workload:
+    """A workload as the study runner resolves it on this machine."""
+    return Workload(hardware="cpu", precision="fp32", devices=1, **kw)
+
+
 def fill_small_db(path: Path) -> Path:
     """A few rows of every kind: published.csv, predictions for two systems, measured rows."""
-    from llmbench.report.sweeps import plan, run_predictions
+    from llmbench.results.published import published_point, published_rows
+    from llmbench.studies.predict import planned, record_prediction
+    from llmbench.studies.spec import studies
 
     with ResultsDB(path) as db:
         record_published(db)
-        run_predictions(db, plan(SMALL_HW), log=lambda m: None)
+        for study in studies().values():
+            for w, hw, ds in planned(study):
+                if w.hardware in SMALL_HW:
+                    record_prediction(db, w, hw, study.name, ds)
         env = {"command": "llmbench study run transformer-block --quick"}
         for b, tf in ((8, 0.21), (16, 0.25)):
-            db.record({"suite": "block", "model": "gpt2-xl", "hardware": "cpu", "batch": b, "seq": 256,
-                       "precision": "fp32", "resize": {"d_model": 384, "n_heads": 6}},
+            db.record(_cpu(suite="block", model="gpt2-xl", batch=b, seq_len=256,
+                           resize={"d_model": 384, "n_heads": 6}),
                       metrics={"fwd_bwd_tflops": tf, "frac_of_ceiling": tf / 0.3}, environment=env,
                       study="transformer-block")
         for b, lat in ((1, 0.004), (8, 0.02), (32, 0.07)):
-            db.record({"suite": "infer", "model": "bert-base", "hardware": "cpu", "batch": b, "seq": 128,
-                       "precision": "fp32", "resize": {"n_layers": 2}},
+            db.record(_cpu(suite="infer", model="bert-base", batch=b, seq_len=128, resize={"n_layers": 2}),
                       metrics={"latency_s_p50": lat}, study="bert-infer-batch")
+        small = {"n_layers": 2, "d_model": 256, "n_heads": 4}
         for n, tps, eff in ((1, 900.0, 1.0), (2, 1600.0, 0.89)):
-            db.record({"suite": "train", "model": "gpt2-xl", "hardware": "cpu", "batch": 2 * n, "seq": 128,
-                       "devices": n, "precision": "fp32", "resize": {"n_layers": 2, "d_model": 256,
-                                                                     "n_heads": 4}},
-                      metrics={"tokens_per_s": tps, "scaling_efficiency": eff}, study="dp-scaling")
-        db.record({"suite": "train", "model": "gpt2-xl", "hardware": "cpu", "batch": 2, "seq": 128,
-                   "devices": 4, "precision": "fp32"}, status="skipped", error="needs 4 processes",
-                  study="dp-scaling")
+            db.record(_cpu(model="gpt2-xl", batch=2 * n, micro_batch=2, grad_accum=1, seq_len=128, resize=small)
+                      .with_(devices=n), metrics={"tokens_per_s": tps, "scaling_efficiency": eff},
+                      study="dp-scaling")
+        db.record(_cpu(model="gpt2-xl", batch=8, micro_batch=2, grad_accum=1, seq_len=128).with_(devices=4),
+                  status="skipped", error="needs 4 processes", study="dp-scaling")
         db.record({"suite": "ceilings", "hardware": "cpu"}, metrics={
             "gemm_fp32_flops_per_s": 3.0e11, "copy_bandwidth_bytes_per_s": 1.2e10}, study="ceilings")
-        db.record({"suite": "validation", "published_id": "cs2-bert-large-8192", "model": "bert-large",
-                   "hardware": "cs2"}, source="predicted", study="validation",
+        row = next(r for r in published_rows() if r["id"] == "cs2-bert-large-8192")
+        db.record(published_point(row)[0], source="predicted", study="validation", tag=row["id"],
+                  environment={"id": row["id"]},
                   metrics={"published": 12000.0, "predicted": 10500.0, "rel_error": -0.125,
                            "metric": "samples_per_s", "reference": "arXiv:2409.00287"})
     return path
@@ -58,7 +68,7 @@ def fill_small_db(path: Path) -> Path:
 def small_report(tmp_path_factory):
     """`llmbench reproduce --no-measure` over a database that already holds a few measurements:
     the whole path of `make reproduce` but the (minutes-long) measuring."""
-    from llmbench.report.reproduce import reproduce
+    from llmbench.studies.reproduce import reproduce
 
     tmp = tmp_path_factory.mktemp("report")
     db_path = fill_small_db(tmp / "small.db")
@@ -78,7 +88,7 @@ def test_report_writes_every_figure_as_png_and_svg(small_report):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in svg.read_text()[:2000]
     assert summary["rows"]["published"] >= 30 and summary["rows"]["measured"] >= 8
-    assert summary["rows"]["predicted"] >= 700  # every study for the ten catalog accelerators
+    assert summary["rows"]["predicted"] >= 700  # every study's predict: section
     saved = json.loads((out / "reproduce.json").read_text())
     steps = [t["step"] for t in saved["timings"]]
     assert steps == ["predict", "predict measured points", "validate", "report"]
@@ -111,7 +121,7 @@ def test_tables_compare_published_and_predicted(tmp_path):
     from llmbench.report.tables import scaling_table, validation_table
 
     with ResultsDB(fill_small_db(tmp_path / "t.db")) as db:
-        data = Data.from_db(db, ("gpt2xl-scaling", "validation"))
+        data = Data.from_db(db)
     val = validation_table(data)
     assert val.rows == [["cs2-bert-large-8192", "cs2", "bert-large", "samples_per_s", "12,000",
                          "10,500", "-12.5%", "-", "arXiv:2409.00287"]]
@@ -121,12 +131,12 @@ def test_tables_compare_published_and_predicted(tmp_path):
     assert cs2 and cs2[0][2] == "0.957"  # published, Emani et al. Table II
     pred = float(cs2[0][3])  # predicted 2-system efficiency is a real number in (0, 1.1]
     assert 0.0 < pred <= 1.1
-    a100 = [r for r in sc.rows if r[0] == "A100 40GB"]
+    a100 = [r for r in sc.rows if r[0] == "A100 SXM4 40GB"]  # the catalog's display name
     assert a100 and a100[0][3] == "not available"  # not in SMALL_HW: says so, no crash
 
 
 def test_empty_database_gives_a_report_that_says_not_available(tmp_path):
-    from llmbench.report.reproduce import report
+    from llmbench.report.html import report
 
     with ResultsDB(tmp_path / "empty.db") as db:
         summary = report(db, tmp_path / "out", log=lambda m: None)
@@ -165,7 +175,7 @@ def test_a_failing_table_does_not_lose_the_others(monkeypatch):
 
 
 def test_run_step_stops_a_piece_at_its_budget(tmp_path):
-    from llmbench.report.reproduce import Step, run_step
+    from llmbench.studies.reproduce import Step, run_step
 
     step = Step(name="sleeper", argv=(), budget_s=1.0,
                 python_args=("-c", "import time; print('started', flush=True); time.sleep(60)"))
@@ -182,13 +192,13 @@ def test_run_step_stops_a_piece_at_its_budget(tmp_path):
 
 
 def test_quick_plan_fits_the_ten_minute_budget():
-    from llmbench.report.reproduce import measure_plan
+    from llmbench.studies.reproduce import measure_plan
+    from llmbench.studies.spec import studies
 
     steps = measure_plan(quick=True)
     names = [s.name for s in steps]
-    for study in ("transformer-block", "gpt2-seq-length", "gas", "sparsity", "dp-scaling",
-                  "bert-train-batch", "bert-infer-batch", "genslm"):
-        assert study in names
+    for study in studies().values():  # every shipped study that measures something has a budget
+        assert (study.name in names) == bool(study.points(quick=True)), study.name
     assert "ceilings" in names
     # measured pieces + ~1 minute for predictions, validation and the report < 10 minutes
     assert sum(s.budget_s for s in steps) + 60 < 9 * 60
@@ -196,7 +206,7 @@ def test_quick_plan_fits_the_ten_minute_budget():
 
 
 def test_ceilings_json_is_flattened_with_units():
-    from llmbench.report.reproduce import flat_ceilings
+    from llmbench.report.rows import flat_ceilings
 
     m = flat_ceilings({"profile": "cpu", "gemm": {"fp32": {"min": 0.1, "median": 0.2, "max": 0.25},
                                                    "bf16": {"skipped": "slow"}},
@@ -205,52 +215,74 @@ def test_ceilings_json_is_flattened_with_units():
                  "copy_bandwidth_bytes_per_s": 10.0e9}
 
 
-def test_validation_rows_normalised():
-    from llmbench.report.validation import normalise, rows_of
+def test_validation_is_recorded_in_process_under_the_published_workloads(tmp_path):
+    from llmbench.perfmodel.validate import run
+    from llmbench.studies.validation import record_validation
 
-    # llmbench validate --json gives published values as text, ranges included
-    payload = {"rows": [{"id": "x", "system": "cs2", "model": "bert-base", "metric": "samples_per_s",
-                         "published": "100", "predicted": 80.0},
-                        {"id": "trend", "metric": "trend", "published": "compute-bound", "pass": True},
-                        {"id": "r", "system": "cs2", "model": "gpt2-xl", "metric": "s0.9_over_dense",
-                         "published": "1.8-2.0", "predicted": 1.75, "error": -0.0275}]}
-    rows = [normalise(r) for r in rows_of(payload)]
-    assert rows[1] is None
-    assert rows[0]["metrics"]["rel_error"] == pytest.approx(-0.2)
-    assert rows[2]["metrics"]["published"] == pytest.approx(1.9)
-    assert rows[2]["metrics"]["published_text"] == "1.8-2.0"
-    assert rows[2]["metrics"]["rel_error"] == -0.0275  # validate's own error (against the range) is kept
-    assert rows[0]["point"] == {"suite": "validation", "published_id": "x", "model": "bert-base",
-                                "hardware": "cs2"}
-
-
-def test_measured_points_are_predicted_for_this_machine(tmp_path):
-    from llmbench.report.reproduce import predict_measured_here
-
-    with ResultsDB(tmp_path / "m.db") as db:
-        db.record({"suite": "train", "model": "gpt2-small", "hardware": "cpu", "batch": 3, "seq": 64,
-                   "precision": "fp32", "devices": 1, "grad_accum": 2, "resize": {"n_layers": 2}},
-                  metrics={"tokens_per_s": 1000.0}, study="gas")
-        assert predict_measured_here(db, log=lambda m: None) == 1
-        pred = db.query(study="gas", source="predicted")
-        assert len(pred) == 1 and pred[0]["hardware"] == "cpu"
-        assert pred[0]["status"] == "ok", pred[0]["error"]
-        assert pred[0]["metrics"]["tokens_per_s"] > 0
-        assert pred[0]["point"]["mirrors"] == "measured"  # kept apart from the catalog sweep
-        assert pred[0]["point"]["batch"] == 6  # 3 per micro-step x GAS 2: perfmodel's global batch
-        assert "resized: n_layers=2" in pred[0]["environment"]["command"]
+    with ResultsDB(tmp_path / "v.db") as db:
+        record_published(db)
+        assert "published rows" in record_validation(db, log=lambda m: None)
+        rows = db.query(study="validation")
+        res = run()
+        assert len(rows) == len(res["rows"])
+        row = next(r for r in rows if r["environment"]["id"] == "emani-sparsity-gpt2xl")
+        m = row["metrics"]
+        assert m["published_text"] == "1.8-2.0" and m["published"] == pytest.approx(1.9)
+        want = next(v for v in res["rows"] if v["id"] == "emani-sparsity-gpt2xl")
+        assert m["predicted"] == pytest.approx(want["predicted"]) and m["rel_error"] == want["error"]
+        # joined with the published row it is compared with
+        pub = db.query(source="published", workload_id=row["workload_id"])
+        assert [p["environment"]["id"] for p in pub] == ["emani-sparsity-gpt2xl"]
+        assert len(db.query(study="validation-trends")) == len(res["trends"])
 
 
-def test_predicted_commands_are_real_cli_invocations():
-    """The caption command of a prediction runs and gives the recorded number."""
-    from llmbench.report.sweeps import Pred, evaluate
+def test_gas_ratios_from_the_workloads():
+    from llmbench.report.plotkit import gas_ratios
 
-    p = Pred(study="gpt2xl-scaling", kind="train", model="gpt2-xl", hardware="a100-80gb",
-             args=dict(batch=32, seq=1024, devices=2, precision="bf16"))
-    out = subprocess.run([sys.executable, "-m", "llmbench", *p.command().split()[1:], "--json"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["tokens_per_s"] == pytest.approx(evaluate(p)["tokens_per_s"])
+    def row(batch, g, tps):
+        w = Workload(model="gpt2-small", hardware="cpu", batch=batch, grad_accum=g, devices=1)
+        return {"hardware": "cpu", "point": w.to_dict(), "workload_id": w.id(),
+                "metrics": {"tokens_per_s": tps}}
+
+    # the global batch grows with GAS at a fixed micro-batch of 2 (Workload.micro_steps)
+    rows = [row(2, 1, 100.0), row(4, 2, 150.0), row(8, 4, 180.0)]
+    assert gas_ratios(rows) == {("cpu", 1, 2): {1: 1.0, 2: 1.5, 4: 1.8}}
+
+
+def test_a_renamed_metric_is_an_error_not_not_available(tmp_path, monkeypatch):
+    from llmbench.report import figures, html
+    from llmbench.report.rows import Data, UnknownMetric, metric
+
+    row = {"metrics": {"ttft_s": 1.0, "time_to_first_token_s": 1.0}}
+    assert metric(row, "time_to_first_token_s") == 1.0
+    with pytest.raises(UnknownMetric):
+        metric(row, "ttft_s")  # the old predicted name: gone from every engine
+
+    def renamed(data):
+        return metric({"metrics": {}}, "latency_s")
+
+    spec = figures.FigureSpec("renamed", "A figure reading an old name", ("gas",), "how", renamed)
+    monkeypatch.setattr(html, "FIGURES", (spec,))
+    with pytest.raises(UnknownMetric):
+        html.build_report(Data.from_rows([]), tmp_path, log=lambda m: None)
+
+
+def test_every_metric_name_the_report_reads_is_declared():
+    """Statically: every metric(...)/value(...) name in report/ is a METRICS name or declared in
+    rows.py, so a rename in an engine fails here even when no data exercises the figure."""
+    import ast
+
+    from llmbench.report.rows import KNOWN_METRICS
+
+    seen = set()
+    for path in (ROOT / "llmbench" / "report").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("metric", "value"):
+                for arg in node.args[1:]:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        seen.add((path.name, arg.value))
+    assert len(seen) > 30
+    assert not [s for s in seen if s[1] not in KNOWN_METRICS]
 
 
 def test_cli_report_errors_and_json(tmp_path):
@@ -278,8 +310,8 @@ def test_cli_module_imports_nothing_heavy():
 
 def test_stream_compare_json_is_recorded_and_drawn(tmp_path):
     from llmbench.report.figures import draw_streaming
-    from llmbench.report.reproduce import record_streaming
     from llmbench.report.rows import Data
+    from llmbench.studies.reproduce import record_streaming
     from llmbench.report.tables import measured_summary
 
     out = {"model": "gpt2-small", "n_layers": 4, "d_model": 256, "batch": 8, "seq": 128, "steps": 3,
@@ -289,27 +321,12 @@ def test_stream_compare_json_is_recorded_and_drawn(tmp_path):
         ok = {"status": "ok", "stdout": json.dumps(out), "command": "llmbench stream compare"}
         record_streaming(db, ok)
         record_streaming(db, {"status": "exit 2: bad", "stdout": "", "command": "x"})  # ignored
-        data = Data.from_db(db, ("streaming",))
+        data = Data.from_db(db)
     assert len(data.get("streaming", "measured")) == 1
     row = next(r for r in measured_summary(data).rows if r[0] == "streaming")
     assert row[1] == "1" and "ratio 0.95" in row[3]
     fig = draw_streaming(data)
     assert "0.95" in fig.axes[1].get_title()
-
-
-def test_gas_ratios_know_global_and_micro_batches():
-    from llmbench.report.plotkit import gas_ratios
-
-    def row(batch, g, tps):
-        return {"hardware": "cpu", "point": {"batch": batch, "grad_accum": g, "devices": 1},
-                "metrics": {"tokens_per_s": tps}}
-
-    # measured: batch 2 per micro-step at every GAS (tokens per step grow with GAS)
-    measured = [row(2, 1, 100.0), row(2, 2, 150.0), row(2, 4, 180.0)]
-    assert gas_ratios(measured, global_batch=False) == {("cpu", 1, 2): {1: 1.0, 2: 1.5, 4: 1.8}}
-    # predicted: the global batch grows with GAS at a fixed micro-batch of 2
-    predicted = [row(2, 1, 100.0), row(4, 2, 150.0), row(8, 4, 180.0)]
-    assert gas_ratios(predicted) == {("cpu", 1, 2): {1: 1.0, 2: 1.5, 4: 1.8}}
 
 
 def test_interrupting_reproduce_ends_the_running_piece(tmp_path):
@@ -319,7 +336,7 @@ def test_interrupting_reproduce_ends_the_running_piece(tmp_path):
 
     marker = tmp_path / "child.pid"
     code = (f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)")
-    script = ("import time; from llmbench.report.reproduce import Step, run_step\n"
+    script = ("import time; from llmbench.studies.reproduce import Step, run_step\n"
               f"run_step(Step(name='s', argv=(), budget_s=100, python_args=('-c', {code!r})), "
               f"{str(tmp_path / 'x.db')!r}, quick=True, deadline=time.monotonic() + 100)\n")
     parent = subprocess.Popen([sys.executable, "-c", script])

@@ -74,7 +74,7 @@ def test_cli_results_list_json_and_filters(db, cli):
     rows = json.loads(out)
     assert len(rows) == 4
     assert set(rows[0]) == {"key", "study", "suite", "source", "model", "hardware", "status", "error",
-                            "point", "metrics", "environment", "created_at"}
+                            "point", "metrics", "environment", "created_at", "workload_id"}
     code, out, _ = cli("results", "list", "--db", str(db), "--source", "predicted", "--json")
     assert [r["metrics"]["tokens_per_s"] for r in json.loads(out)] == [2000.0]
     code, out, _ = cli("results", "list", "--db", str(db), "--study", "s1", "--status", "oom",
@@ -116,3 +116,21 @@ def test_cli_load_published_is_idempotent(tmp_path, cli):
     assert json.loads(out)["keys"] == first["keys"]
     with ResultsDB(db) as store:
         assert store.count() == first["recorded"]
+
+
+def test_workload_rows_export_their_layout_as_columns_and_filter_by_id(tmp_path, cli):
+    from llmbench.point import Workload
+
+    w = Workload(model="gpt2-small", hardware="cpu", batch=4, seq_len=128, precision="fp32").with_(tp=2)
+    path = tmp_path / "w.db"
+    with ResultsDB(path) as store:
+        store.record(w, metrics={"tokens_per_s": 10.0})
+        store.record(w, source="predicted", metrics={"tokens_per_s": 12.0})
+        store.record(P1, metrics={"tokens_per_s": 1.0})
+    columns, flat = flatten(_rows(path))
+    assert {"workload_id", "tp", "pp", "zero", "seq_len"} <= set(columns) and "layout" not in columns
+    assert [r["tp"] for r in flat if r["workload_id"]] == [2, 2]
+    code, out, _ = cli("results", "list", "--db", str(path), "--workload-id", w.id(), "--json")
+    assert code == 0 and [r["source"] for r in json.loads(out)] == ["measured", "predicted"]
+    code, out, _ = cli("results", "list", "--db", str(path))  # the table: layout knobs flat
+    assert code == 0 and "tp=2" in out and "layout" not in out

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from llmbench.point import Workload
 from llmbench.results import ResultsDB, point_key, record_published
 from llmbench.results.published import published_rows
+from llmbench.results.store import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 POINT = {"suite": "block", "model": "gpt2-xl", "hardware": "cpu", "batch": 8, "seq": 1024,
@@ -168,9 +170,74 @@ def test_record_published_is_idempotent(tmp_path):
         assert keys == record_published(db)
         n_rows = len(published_rows())
         assert db.count() == n_rows == len(keys) and n_rows > 30
-        rows = {r["point"]["published_id"]: r for r in db.query(source="published")}
+        rows = {r["environment"]["id"]: r for r in db.query(source="published")}
     row = rows["cs2-bert-base-2048"]  # arXiv:2409.00287: BERT-base peak on CS-2
     assert row["metrics"] == {"samples_per_s": 14000}
-    assert (row["model"], row["hardware"], row["point"]["batch"]) == ("bert-base", "cs2", 2048)
+    w = Workload.from_dict(row["point"])  # recorded under its Workload (Workload.from_row)
+    assert (w.model, w.hardware, w.batch, w.seq_len, w.precision) == ("bert-base", "cs2", 2048, 128, "cbf16")
+    assert row["workload_id"] == w.id() and (row["model"], row["hardware"]) == ("bert-base", "cs2")
     assert row["environment"]["reference"].startswith("arXiv:2409.00287")
     assert rows["emani-sparsity-gpt2xl"]["metrics"] == {"s0.9_over_dense": "1.8-2.0"}  # a range stays text
+    # two published figures of one workload (BERT-large at 8192: samples/s, and the SST-2 epoch
+    # time) are two rows with one workload_id, told apart by their ids
+    a, b = rows["cs2-bert-large-8192"], rows["cs2-bert-large-sst2-epoch"]
+    assert a["workload_id"] == b["workload_id"] and a["key"] != b["key"]
+    # a row whose configuration is no workload is kept, saying why
+    odd = rows["megatron-h100-mfu"]
+    assert odd["workload_id"] is None and "up to 6144" in odd["environment"]["not_a_workload"]
+
+
+def test_published_v2_reads_through_the_same_code(tmp_path):
+    from llmbench.results.published import PUBLISHED_V2_CSV
+
+    with ResultsDB(tmp_path / "p2.db") as db:
+        keys = record_published(db, PUBLISHED_V2_CSV)
+        assert len(keys) == len(set(keys)) == len(published_rows(PUBLISHED_V2_CSV)) > 150
+        rows = db.query(source="published")
+    assert sum(r["workload_id"] is not None for r in rows) >= len(rows) - 5
+    assert {r["environment"]["file"] for r in rows} == {"llmbench/reference/published_v2.csv"}
+
+
+W = Workload(suite="block", model="gpt2-xl", hardware="cpu", batch=8, seq_len=1024, precision="fp32")
+
+
+def test_a_workload_is_keyed_by_its_id_and_joins_its_sources(tmp_path):
+    with ResultsDB(tmp_path / "w.db") as db:
+        km = db.record(W, metrics={"fwd_time_s": 0.5}, study="transformer-block")
+        kp = db.record(W, source="predicted", metrics={"step_time_s": 0.4})
+        kt = db.record(W, source="published", metrics={"step_time_s": 0.3}, tag="a-paper-row")
+        assert (km, kp) == (W.key("measured"), W.key("predicted")) and len({km, kp, kt}) == 3
+        row = db.get(km)
+        assert row["point"] == W.to_dict() and row["workload_id"] == W.id()
+        assert Workload.from_dict(row["point"]) == W
+        assert (row["suite"], row["model"], row["hardware"]) == ("block", "gpt2-xl", "cpu")
+        assert [r["source"] for r in db.query(workload_id=W.id())] == ["measured", "predicted", "published"]
+        assert db.query(workload_id=W.with_(batch=16).id()) == []
+        # a plain dict point (ceilings, a streaming run) has no workload id
+        kd = db.record({"suite": "ceilings", "hardware": "cpu"}, metrics={"x": 1.0})
+        assert db.get(kd)["workload_id"] is None and kd == point_key({"suite": "ceilings", "hardware": "cpu"})
+
+
+def test_old_files_are_migrated_to_the_workload_column(tmp_path):
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)  # a version-1 file: no workload_id column
+    con.executescript("""
+        CREATE TABLE results (key TEXT PRIMARY KEY, study TEXT, suite TEXT, source TEXT NOT NULL,
+            model TEXT, hardware TEXT, status TEXT NOT NULL, error TEXT, point TEXT NOT NULL,
+            metrics TEXT NOT NULL, environment TEXT NOT NULL, created_at TEXT NOT NULL);
+        CREATE TABLE study_points (study TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (study, key));
+        INSERT INTO results VALUES ('k1', 'gas', 'train', 'measured', 'gpt2-xl', 'cpu', 'ok', NULL,
+            '{"batch":2,"seq":128}', '{"tokens_per_s":1.0}', '{}', '2026-01-01T00:00:00');
+        PRAGMA user_version = 1;
+    """)
+    con.close()
+    with ResultsDB(path, readonly=True) as db:  # read as it is: the old rows, no workload ids
+        assert db.schema_version == 1 and [r["workload_id"] for r in db.query()] == [None]
+        assert db.query(workload_id=W.id()) == []
+    with ResultsDB(path) as db:  # a writable open adds the column and stamps the version
+        assert db.schema_version == SCHEMA_VERSION == 2
+        assert db.get("k1")["point"] == {"batch": 2, "seq": 128} and db.get("k1")["workload_id"] is None
+        db.record(W)
+        assert [r["workload_id"] for r in db.query(workload_id=W.id())] == [W.id()]
+    with ResultsDB(path) as db:  # opened again: nothing to migrate
+        assert db.count() == 2

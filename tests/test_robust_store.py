@@ -270,3 +270,23 @@ def test_load_saved_rejects_other_files(tmp_path):
     (tmp_path / "y.json").write_bytes(b"\xff\xfe")
     with pytest.raises(BadInput, match="cannot read"):
         load_saved(tmp_path / "r.db", tmp_path / "y.json")
+
+
+def test_a_saved_workload_result_loads_back_under_its_key(tmp_path):
+    from llmbench.point import Workload
+
+    w = Workload(model="gpt2-small", hardware="cpu", batch=2, seq_len=64, precision="fp32")
+    bad = tmp_path / "dir.db"
+    bad.mkdir()
+    with pytest.raises(BadInput, match="saved to"):
+        record_or_save(bad, w, source="published", metrics={"x": 1.0}, tag="row-7")
+    (side,) = tmp_path.glob("dir.db.unsaved-*.json")
+    key = load_saved(tmp_path / "good.db", side)
+    with ResultsDB(tmp_path / "good.db") as db:
+        row = db.get(key)
+    assert row["workload_id"] == w.id() and Workload.from_dict(row["point"]) == w
+    assert key != w.key("published")  # the tag's key, kept
+    text = side.read_text().replace('"batch": 2', '"batch": 3')  # edited: no longer its workload
+    side.write_text(text)
+    with pytest.raises(BadInput, match="does not match its workload_id"):
+        load_saved(tmp_path / "good.db", side)

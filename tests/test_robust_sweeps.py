@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from llmbench.point import Workload
 from llmbench.results import ResultsDB
 from llmbench.results.claims import LEAVE, RUN, claim, holder_alive, identity
 from llmbench.studies.runner import plan_study, run_study
@@ -34,16 +35,16 @@ SUITE = textwrap.dedent("""
         while len([f for f in os.listdir(folder) if f.startswith("arrived-")]) < n:
             assert time.monotonic() < deadline, "the other run never started measuring"
             time.sleep(0.02)
-    def run_suite(suite, config):
+    def run_workload(w, run):
         if os.environ.get("SWEEP_BARRIER"):
             _barrier(os.environ["SWEEP_BARRIER"])
         with open(os.environ["SWEEP_LOG"], "a") as f:
-            f.write(f"{os.getpid()} batch={config['batch']}\\n")
-        if config["batch"] == int(os.environ.get("SWEEP_KILL_BATCH", "-1")):
+            f.write(f"{os.getpid()} batch={w.batch}\\n")
+        if w.batch == int(os.environ.get("SWEEP_KILL_BATCH", "-1")):
             os.kill(os.getpid(), 9)  # as the kernel OOM killer would
         time.sleep(float(os.environ.get("SWEEP_SLEEP", "0")))
-        return {"status": "ok", "error": None, "environment": {},
-                "metrics": {"step_time_s": 0.01, "pid": os.getpid()}}
+        return w, {"status": "ok", "error": None, "environment": {},
+                   "metrics": {"step_time_s": 0.01, "pid": os.getpid()}}
 """)
 
 
@@ -126,8 +127,7 @@ def test_a_point_running_in_a_live_process_is_left_alone(suite, tmp_path):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with ResultsDB(db) as store:
-            local = plan_study(spec, store, quick=True, device="cpu").local
-            point = spec.points(quick=True, hardware=local.hardware)[0]
+            point = plan_study(spec, store, quick=True, device="cpu").points[0].workload
 
             def take(row):
                 return RUN, None
@@ -175,8 +175,9 @@ def test_zombie_holder_is_dead(tmp_path):
     assert not holder_alive(holder) and child.poll() == 0
 
 
-def test_a_crash_during_a_redo_keeps_the_previous_result(tmp_path):
-    point = {"suite": "train", "model": "m", "batch": 1}
+@pytest.mark.parametrize("point", [{"suite": "train", "model": "m", "batch": 1},
+                                   Workload(model="gpt2-small", hardware="cpu", batch=1)])
+def test_a_crash_during_a_redo_keeps_the_previous_result(tmp_path, point):
     with ResultsDB(tmp_path / "r.db") as store:
         store.record(point, metrics={"tokens_per_s": 10.0})
         claim(store, point, lambda row: (RUN, None))

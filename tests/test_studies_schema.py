@@ -1,4 +1,4 @@
-"""The study spec schema: every rule of llmbench.studies.spec.check_spec / load_spec has a test,
+"""The study spec schema: every rule of llmbench.studies.schema (through spec.load_spec) has a test,
 and each error is one BadInput line naming the file (and the key)."""
 import os
 import textwrap
@@ -7,14 +7,15 @@ import time
 import pytest
 
 from llmbench.errors import BadInput
-from llmbench.studies.spec import MAX_GRID_POINTS, MAX_SPEC_BYTES, get_study, load_spec
+from llmbench.studies.schema import MAX_GRID_POINTS, MAX_SPEC_BYTES
+from llmbench.studies.spec import get_study, load_spec
 
 GOOD = textwrap.dedent("""\
     name: t
     title: a test study
     suite: train
     source: {paper: arXiv:0, where: Fig. 1}
-    base: {model: gpt2-small, batch: 1, seq: 64}
+    base: {model: gpt2-small, batch: 4, seq_len: 64}
     grid: {grad_accum: [1, 2]}
     published: [emani-gas-a100]
     quick: {shrink: nothing, base: {steps: 2}}
@@ -41,11 +42,11 @@ def _bad_text(tmp_path, text, match):
 
 def test_good_spec_loads(tmp_path):
     spec = load_spec(_write(tmp_path, GOOD))
-    assert len(spec.points()) == 2 and spec.points(quick=True)[0]["steps"] == 2
+    assert len(spec.points()) == 2 and spec.points(quick=True)[0].run.steps == 2
     # anchors and aliases are fine in moderation
     text = GOOD.replace("base: {model", "base: &b {model") + "description: x\n"
     text = text.replace("quick: {shrink: nothing, base: {steps: 2}}", "quick: {shrink: n, base: *b}")
-    assert load_spec(_write(tmp_path, text)).points(quick=True)[0]["batch"] == 1
+    assert load_spec(_write(tmp_path, text)).points(quick=True)[0].workload.batch == 4
 
 
 # ---------------------------------------------------------------- the file
@@ -138,7 +139,7 @@ def test_required_nested_keys(tmp_path):
 @pytest.mark.parametrize("old, new, match", [
     ("title: a test study", "title: 42", "title must be text"),
     ("title: a test study", "title: [a, b]", "title must be text"),
-    ("base: {model: gpt2-small, batch: 1, seq: 64}", "base: [model, batch]", "base must be a mapping"),
+    ("base: {model: gpt2-small, batch: 4, seq_len: 64}", "base: [model, batch]", "base must be a mapping"),
     ("grid: {grad_accum: [1, 2]}", "grid: big", "grid must be a mapping or a list"),
     ("grid: {grad_accum: [1, 2]}", "grid: [{grad_accum: 1}, 7]", r"grid\[1\] must be a mapping"),
     ("published: [emani-gas-a100]", "published: {a: 1}", "published must be a list"),
@@ -156,19 +157,21 @@ def test_types(tmp_path, old, new, match):
     ("title:", "titel:", "unknown key titel .did you mean title"),
     ("paper:", "papr:", "unknown key source.papr .did you mean paper"),
     ("shrink: nothing,", "shrink: nothing, grdi: {},", "unknown key quick.grdi .did you mean grid"),
-    ("batch: 1", "bach: 1", "unknown key base.bach .did you mean batch"),
+    ("batch: 4", "bach: 4", "unknown key base.bach .did you mean batch"),
+    ("seq_len: 64", "seq: 64", "unknown key base.seq .did you mean seq_len"),
     ("grad_accum:", "grad_acum:", "unknown key grid.grad_acum .did you mean grad_accum"),
     ("suite: train", "suite: trian", "suite must be one of .* .did you mean train"),
     ("emani-gas-a100", "emani-gas-a10", "not in llmbench/reference/published.csv .did you mean emani-gas-a100"),
-    ("batch: 1", "batch: 1, resize: {n_layer: 2}", "not 'n_layer' .did you mean n_layers"),
+    ("batch: 4", "batch: 4, resize: {n_layer: 2}", "not 'n_layer' .did you mean n_layers"),
 ])
 def test_unknown_names_get_the_closest_valid_one(tmp_path, old, new, match):
     _bad_text(tmp_path, GOOD.replace(old, new, 1), match)
 
 
 def test_runner_keys_lists_in_base_and_empty_axes(tmp_path):
-    _bad_text(tmp_path, GOOD.replace("batch: 1", "batch: 1, hardware: h100"), "set by the runner")
-    _bad_text(tmp_path, GOOD.replace("batch: 1", "batch: [1, 2]"), "lists .axes. belong in grid")
+    _bad_text(tmp_path, GOOD.replace("batch: 4", "batch: 4, hardware: h100"), "set by the runner")
+    _bad_text(tmp_path, GOOD.replace("batch: 4", "batch: 4, device: cpu"), "set by the runner")
+    _bad_text(tmp_path, GOOD.replace("batch: 4", "batch: [1, 2]"), "lists .axes. belong in grid")
     _bad_text(tmp_path, GOOD.replace("[1, 2]", "[]"), "empty list")
 
 
@@ -177,16 +180,20 @@ def test_runner_keys_lists_in_base_and_empty_axes(tmp_path):
 @pytest.mark.parametrize("key, value, match", [
     ("batch", "0", "positive integer"), ("batch", "-3", "positive integer"),
     ("batch", "1.5", "positive integer"), ("batch", "true", "positive integer"),
-    ("seq", "0", "positive integer"), ("repeats", "0", "positive integer"),
+    ("seq_len", "0", "positive integer"), ("repeats", "0", "positive integer"),
     ("steps", "-1", "positive integer"), ("devices", "0", "positive integer"),
     ("grad_accum", ".nan", "positive integer"), ("gen_len", "-1", "integer >= 0"),
-    ("sparsity", "1.0", r"\[0, 1\)"), ("sparsity", ".nan", r"\[0, 1\)"),
-    ("lr", ".inf", "positive number"), ("lr", "-.inf", "positive number"),
+    ("micro_batch", "0", "positive integer"), ("zero", "4", r"integer in \[0, 3\]"),
+    ("sparsity", "1.0", r"number in \[0, 0.999\]"), ("sparsity", ".nan", r"number in \[0, 0.999\]"),
+    ("lr", ".inf", "number >= 0"), ("lr", "-.inf", "number >= 0"),
+    ("precision", "fp64", "one of fp32, tf32"), ("recompute", "some", "one of none, selective, full"),
+    ("data", "web", "one of synthetic"), ("head", "lm2", "one of lm, mlm"),
     ("model", '""', "non-empty text"), ("compile", "1", "true or false"),
 ])
 def test_impossible_values_name_the_key(tmp_path, key, value, match):
-    base = {"model": "gpt2-small", "batch": "1", "seq": "64", key: value}
-    text = GOOD.replace("{model: gpt2-small, batch: 1, seq: 64}",
+    """The rules are the dataclasses' field metadata (llmbench.point.opt): one per option."""
+    base = {"model": "gpt2-small", "batch": "4", "seq_len": "64", key: value}
+    text = GOOD.replace("{model: gpt2-small, batch: 4, seq_len: 64}",
                         "{" + ", ".join(f"{k}: {v}" for k, v in base.items()) + "}")
     msg = _bad_text(tmp_path, text, match)
     assert f"base.{key}" in msg
@@ -200,17 +207,56 @@ def test_impossible_values_name_the_key(tmp_path, key, value, match):
 # ---------------------------------------------------------------- size
 
 def test_grid_size_is_counted_before_expanding(tmp_path):
-    axes = ", ".join(f"{k}: [1, 2, 3, 4]" for k in ("batch", "seq", "steps", "grad_accum", "devices",
+    axes = ", ".join(f"{k}: [1, 2, 3, 4]" for k in ("batch", "seq_len", "steps", "grad_accum", "devices",
                                                       "warmup_steps", "seed"))
     t0 = time.monotonic()  # 4^7 = 16384 points, refused without making one
     msg = _bad_text(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}", f"grid: {{{axes}}}"),
                     "at most")
     assert f"{4 ** 7:,} points" in msg and 4 ** 7 > MAX_GRID_POINTS and time.monotonic() - t0 < 5
     axis = "[" + ", ".join(str(i) for i in range(1, 101)) + "]"
-    square = f"{{batch: {axis}, seq: {axis}}}"  # 10,000 points: the limit itself is fine ...
+    square = f"{{batch: {axis}, seq_len: {axis}}}"  # 10,000 points: the limit itself is fine ...
     assert len(load_spec(_write(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}",
                                                        f"grid: [{square}]"))).grid) == 1
-    _bad_text(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}", f"grid: [{square}, {{seq: 8}}]"),
+    _bad_text(tmp_path, GOOD.replace("grid: {grad_accum: [1, 2]}", f"grid: [{square}, {{seq_len: 8}}]"),
               "10,001 points")  # ... and a list of mappings adds up
     _bad_text(tmp_path, GOOD.replace("base: {steps: 2}", f"base: {{steps: 2}}, grid: {{{axes}}}"),
               "quick.grid has")
+
+
+# ---------------------------------------------------------------- predict: section
+
+PREDICT = GOOD + textwrap.dedent("""\
+    predict:
+      hardware: [a100-80gb, cs2]
+      base: {model: gpt2-xl, seq_len: 1024}
+      grid:
+        - {batch: [8, 16]}
+        - {hardware: h100-sxm, batch: 64, devices: 8}
+        - {model: gpt3-20b, dataset: pile, batch: 256, seq_len: 2048}
+""")
+
+
+def test_predict_section(tmp_path):
+    pts = load_spec(_write(tmp_path, PREDICT)).predict_points()
+    assert [(p.workload.batch, p.hardware, p.dataset) for p in pts] == [
+        (8, ("a100-80gb", "cs2"), None), (16, ("a100-80gb", "cs2"), None), (64, ("h100-sxm",), None),
+        (256, ("a100-80gb", "cs2"), "pile")]
+    assert pts[2].workload.devices == 8 and pts[0].workload.hardware is None
+    # without a predict: section, the study's full-size points (hardware left to the caller)
+    plain = load_spec(_write(tmp_path, GOOD, "g.yaml")).predict_points()
+    assert [(p.workload.grad_accum, p.hardware) for p in plain] == [(1, ()), (2, ())]
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("hardware: [a100-80gb, cs2]", "hardware: [a100-80gb, cs2x]", r"predict.hardware: 'cs2x' is not in the hardware catalog .did you mean cs2"),
+    ("hardware: [a100-80gb, cs2]", "hardware: []", "predict.hardware is empty"),
+    ("hardware: [a100-80gb, cs2]", "hardware: cs2", "predict.hardware must be a list"),
+    ("hardware: h100-sxm,", "hardware: h100-sx,", r"predict.grid\[1\].hardware: 'h100-sx' is not in"),
+    ("dataset: pile", "datset: pile", r"unknown key predict.grid\[2\].datset .did you mean dataset"),
+    ("base: {model: gpt2-xl", "base: {model: gpt2-xl, steps: 3, tp: 0", r"predict.base.tp must be a positive integer"),
+    ("base: {model: gpt2-xl", "base: {hardware: cs2, model: gpt2-xl", "predict.base.hardware is set by the runner"),
+    ("  hardware: [a100-80gb, cs2]\n", "", "predict.hardware is required"),
+])
+def test_bad_predict_section(tmp_path, old, new, match):
+    assert old in PREDICT
+    _bad_text(tmp_path, PREDICT.replace(old, new, 1), match)

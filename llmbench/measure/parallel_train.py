@@ -86,6 +86,9 @@ class OutOfMemory(RuntimeError):
 def run_parallel(w, run, device: torch.device) -> tuple[dict, dict]:
     """Measure a resolved training Workload under its layout on every rank: (metrics, info), the
     same on every rank; out of memory raises OutOfMemory with the measured peaks."""
+    if w.sparsity or run.baseline:
+        raise BadInput("--sparsity and --baseline run with plain data parallelism (--zero 0, --tp 1, "
+                       "--recompute none)")
     if run.compile and (w.layout.tp or 1) > 1:
         raise BadInput("--compile with --tp is not supported here; compile data-parallel layouts")
     layout = ParallelLayout(**{**layout_of(w).to_dict(), "compile": run.compile})

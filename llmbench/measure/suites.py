@@ -41,9 +41,10 @@ def _runner(suite: str):
     if suite == "block":
         from llmbench.measure.block import run_block
         return run_block
-    if suite == "train":
+    if suite == "train":  # plain data parallel in train.py; FSDP2 / TP / recompute in parallel_train.py
+        from llmbench.measure.parallel_train import needs_parallel, run_parallel
         from llmbench.measure.train import run_train
-        return run_train
+        return lambda w, run, device: (run_parallel if needs_parallel(w) else run_train)(w, run, device)
     if suite == "infer":
         from llmbench.measure.infer import run_infer
         return run_infer

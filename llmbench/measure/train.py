@@ -18,7 +18,6 @@ import os
 
 import torch
 
-from llmbench.errors import BadInput
 
 from llmbench.measure import device as dev
 from llmbench.measure.common import datasheet_peak_flops, mfu, summarize_times
@@ -158,15 +157,9 @@ def train_loop(spec, w, run, device: torch.device, *, ddp: bool) -> dict:
 
 
 def run_train(w, run, device: torch.device) -> tuple[dict, dict]:
-    """Train w.spec() on w.devices processes (the torchrun world): (metrics, info). A layout that
-    shards, splits or recomputes runs through measure/parallel_train.py (FSDP2, TP, checkpointing)."""
-    from llmbench.measure.parallel_train import needs_parallel, run_parallel
-
-    if needs_parallel(w):
-        if w.sparsity or run.baseline:
-            raise BadInput("--sparsity and --baseline run with plain data parallelism (--zero 0, --tp 1, "
-                           "--recompute none)")
-        return run_parallel(w, run, device)
+    """Train w.spec() on w.devices processes (the torchrun world) with plain data parallelism:
+    (metrics, info). A layout that shards, splits or recomputes runs through measure/parallel_train.py
+    (suites.py chooses)."""
     spec = w.spec()
     dev.set_precision(device, w.precision)
     baseline = run.baseline_tokens_per_s

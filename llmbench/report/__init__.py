@@ -1,9 +1,12 @@
-"""Reproduce the seeds' studies end to end and report them: tables (rich), plots (matplotlib), HTML.
+"""The report: draws what results/ holds. Tables (rich), plots (matplotlib), a static HTML page.
 
-    llmbench reproduce --quick --out out/      # measure here, predict every catalog system, report
-    llmbench report --db llmbench-results.db --out out/   # rebuild the report from a database
+    llmbench report --db llmbench-results.db --out out/   # the report of a database
+    llmbench reproduce --quick --out out/                 # fill it first (studies/reproduce.py)
 
-Layout: `sweeps` (what is predicted), `measure_plan` (what is measured here, with time budgets),
-`rows` (reading results rows tolerantly), `figures` (matplotlib), `tables` (table data + rich),
-`html` (the static page), `reproduce` (the orchestration), `cli` (argparse commands).
+Layout: `rows` (reading results rows through the Workload and declared metric names), `style`
+(colours, markers, hardware labels), `plotkit` (shared plotting helpers), `plots_machine` and
+`plots_studies` (one function per figure), `figures` (the list of figures and their captions),
+`tables` (table data + rich), `html` (the static page and `report()`), `cli` (`llmbench report`).
+It imports neither the engines (perfmodel, measure, streaming) nor studies/, and runs no
+subprocess: every plan of work is made in llmbench/studies.
 """

@@ -33,7 +33,7 @@ class FigureSpec:
 
 
 FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("roofline", "Roofline per accelerator", ("ceilings", "transformer-block", "gpt2xl-scaling"),
+    FigureSpec("roofline", "Roofline per accelerator", ("ceilings", "transformer-block", "dp-scaling"),
                "Each panel is one accelerator: the grey line is its roof (dense peak FLOP/s, then the slope "
                "of its device-memory bandwidth at low intensity). Squares are predicted training points "
                "(one GPT-2 XL layer at batch 8-64, and the whole GPT-2 XL model) placed at their "
@@ -51,13 +51,13 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("bert_throughput", "BERT training throughput against batch (CS-2)", ("bert-train-batch",),
                "Left: predicted samples/s of BERT-base (solid) and BERT-large (dashed) on one CS-2, with "
                "the published points (stars: arXiv:2409.00287 peak values and ALCF run logs). Right: "
-               "BERT training measured on this machine against batch.", draw_bert_throughput),
+               "BERT training measured on this machine against its global batch.", draw_bert_throughput),
     FigureSpec("bert_latency", "BERT inference latency against batch", ("bert-infer-batch",),
                "Predicted latency of one classification batch (sequence 128) per accelerator, log-log: a "
                "flat start means the batch is latency- or memory-bound (the weights are read once per "
                "batch), a slope of 1 means compute-bound. The paper reports CS-2 latency nearly flat in "
                "batch. Right: p50 latency measured here.", draw_bert_latency),
-    FigureSpec("scaling", "GPT-2 XL scaling over devices", ("gpt2xl-scaling", "dp-scaling"),
+    FigureSpec("scaling", "GPT-2 XL scaling over devices", ("dp-scaling",),
                "Left: predicted GPT-2 XL training tokens/s against device count (16 sequences per "
                "device). Right: scaling efficiency T(n)/(n·T(1)); 1.0 is perfect. Stars are the published "
                "efficiencies of arXiv:2310.04607 Table II at their device counts; green is the "

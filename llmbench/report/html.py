@@ -1,5 +1,6 @@
 """The static HTML report: one page, readable offline (images are relative files next to it, CSS
-inline, no script, no network), built from whatever the database holds.
+inline, no script, no network), built from whatever the database holds; `report(db, out_dir)`
+also prints the tables in the terminal.
 
     llmbench report --db llmbench-results.db --out out/    # -> out/report.html, out/img/*.png|svg
 """
@@ -11,12 +12,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .figures import FIGURES, FigureSpec
-from .rows import Data, command_of
-from .tables import Table, all_tables
+from .rows import Data, UnknownMetric, command_of
+from .tables import MEASURE_CMD, Table, all_tables, print_tables
 
 MARK = {"measured": "●", "predicted": "■", "published": "★"}
-DEFAULT_MEASURE_CMD = {"ceilings": "llmbench measure ceilings --json",
-                       "streaming": "llmbench stream compare --json"}
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -48,9 +47,10 @@ def _e(x) -> str:
 
 def _varying(rows: list[dict]) -> str:
     """'hardware: a100-80gb, cs2; batch: 8-64' for the point fields that vary across rows."""
-    vals: dict[str, set] = {}
+    vals: dict[str, set] = {"hardware": set()}  # first, then the point's fields by name
     for r in rows:
-        for k, v in {**(r.get("point") or {}), "hardware": r.get("hardware")}.items():
+        point = r.get("point") or {}
+        for k, v in {"hardware": r.get("hardware"), **point, **(point.get("layout") or {})}.items():
             if isinstance(v, (str, int, float)) and k not in ("suite", "published_id"):
                 vals.setdefault(k, set()).add(v)
     parts = []
@@ -70,12 +70,13 @@ def _study_commands(data: Data, spec: FigureSpec) -> list[tuple[str, str]]:
     out = []
     for s in spec.studies:
         for source in ("measured", "predicted"):
-            rows = data.get(s, source)
+            rows = data.get(s, source) if source == "measured" else \
+                data.predicted(s) + data.predicted(s, mirrors=True)
             if rows:
                 cmd = next((command_of(r) for r in rows if command_of(r)), None)
                 if source == "measured":  # the command a user reruns, not a worker's argv
                     cmd = cmd if s == "streaming" and cmd else \
-                        DEFAULT_MEASURE_CMD.get(s, f"llmbench study run {s} --quick")
+                        MEASURE_CMD.get(s, f"llmbench study run {s} --quick")
                 if cmd:
                     vary = _varying(rows) if source == "predicted" else ""
                     out.append((source, cmd + (f"  [{len(rows)} points; varying {vary}]" if vary else "")))
@@ -141,6 +142,8 @@ def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, l
             fig = spec.draw(data)
             if fig is not None:
                 files = save_figure(fig, img, spec.id)
+        except UnknownMetric:  # a renamed metric is a bug: fail loudly (tests), never "not available"
+            raise
         except Exception as e:  # noqa: BLE001 - one broken figure must not lose the report
             error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
             log(f"figure {spec.id}: {error}")
@@ -186,3 +189,14 @@ def _page(fig_sections: list[str], table_sections: list[str], meta: dict, data: 
 {timing_html}
 </main></body></html>
 """
+
+
+def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, console=None) -> dict:
+    """Tables in the terminal and DIR/report.html from whatever `db` holds."""
+    data = Data.from_db(db)
+    print_tables(all_tables(data), console)
+    path = build_report(data, out_dir, meta=meta, log=log)
+    counts = {s: sum(1 for r in data.all if r.get("source") == s)
+              for s in ("measured", "predicted", "published")}
+    return {"report": str(path), "rows": counts,
+            "images": sorted(p.name for p in (Path(out_dir) / "img").glob("*.png"))}

@@ -6,8 +6,7 @@ colour, published values red stars (`style.py`); every legend entry says which i
 from __future__ import annotations
 
 from . import style
-from .rows import Data, field, metric, xy
-from .sweeps import CATALOG
+from .rows import Data, field, hw_order, metric, xy
 
 MEASURED_PANEL = "measured on this machine"
 
@@ -31,16 +30,29 @@ def empty(ax, text: str = "not measured / not available") -> None:
     ax.set_yticks([])
 
 
-def hw_order(rows) -> list[str]:
-    have = {r.get("hardware") for r in rows}
-    return [h for h in CATALOG if h in have] + sorted(h for h in have - set(CATALOG) if h)
+def label_axes(ax, *, x: str | None = None, y: str | None = None, title: str | None = None,
+               xlog: int | bool = False, ylog: bool = False, legend: dict | None = None) -> None:
+    """The epilogue every panel shares: log scales (xlog=2 for base 2), labels, a small title,
+    and a legend (`legend`: its keyword arguments) when the panel has labelled artists."""
+    if xlog:
+        ax.set_xscale("log", **({"base": xlog} if xlog is not True else {}))
+    if ylog:
+        ax.set_yscale("log")
+    if x:
+        ax.set_xlabel(x)
+    if y:
+        ax.set_ylabel(y)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if legend is not None and ax.get_legend_handles_labels()[0]:
+        ax.legend(**legend)
 
 
-def predicted_lines(ax, rows, x, *ys, scale=1.0, label_suffix="") -> bool:
+def predicted_lines(ax, rows, x, y, scale=1.0, label_suffix="") -> bool:
     """One predicted line per hardware; returns whether anything was drawn."""
     drawn = False
     for hw in hw_order(rows):
-        xs, vs = xy([r for r in rows if r.get("hardware") == hw], x, *ys)
+        xs, vs = xy([r for r in rows if r.get("hardware") == hw], x, y)
         if xs:
             ax.plot(xs, [v * scale for v in vs], label=f"predicted · {style.hw_label(hw)}{label_suffix}",
                     **style.predicted_kw(hw))
@@ -48,8 +60,8 @@ def predicted_lines(ax, rows, x, *ys, scale=1.0, label_suffix="") -> bool:
     return drawn
 
 
-def measured_points(ax, rows, x, *ys, scale=1.0, label="measured here", line=True) -> bool:
-    xs, vs = xy(rows, x, *ys)
+def measured_points(ax, rows, x, y, scale=1.0, label="measured here", line=True) -> bool:
+    xs, vs = xy(rows, x, y)
     if not xs:
         return False
     ax.plot(xs, [v * scale for v in vs], label=label, **style.measured_kw())
@@ -68,9 +80,11 @@ def model_label(row: dict) -> str:
     return m
 
 
-def measured_panel(ax, data: Data, study: str, x: str, ys: tuple[str, ...], *, ylabel: str,
-                    xlabel: str, scale: float = 1.0, group: str | None = None) -> None:
-    """This machine: measured points, and the prediction for this machine (hardware cpu) if any."""
+def measured_panel(ax, data: Data, study: str, x: str, y: str, *, ylabel: str, xlabel: str,
+                   scale: float = 1.0, group: str | None = None, y_predicted: str | None = None,
+                   xlog: int | bool = False) -> None:
+    """This machine: measured points, and the predictions of the same workloads if any
+    (`y_predicted`: the metric the model reports for what was measured as `y`)."""
     rows = data.get(study, "measured")
     ax.set_title(MEASURED_PANEL, fontsize=9)
     drawn = False
@@ -79,16 +93,14 @@ def measured_panel(ax, data: Data, study: str, x: str, ys: tuple[str, ...], *, y
         groups.setdefault(field(r, group) if group else None, []).append(r)
     for g, grows in sorted(groups.items(), key=lambda kv: str(kv[0])):
         name = model_label(grows[0]) if group == "model" else g
-        drawn |= measured_points(ax, grows, x, *ys, scale=scale,
-                           label="measured here" + (f" · {name}" if name is not None else ""))
-    pred_cpu = data.predicted(study, mirrors=True)
-    if drawn and pred_cpu:
-        predicted_lines(ax, pred_cpu, x, *ys, scale=scale)
+        drawn |= measured_points(ax, grows, x, y, scale=scale,
+                                 label="measured here" + (f" · {name}" if name is not None else ""))
+    pred_here = data.predicted(study, mirrors=True)
+    if drawn and pred_here:
+        predicted_lines(ax, pred_here, x, y_predicted or y, scale=scale)
     if not drawn:
         return empty(ax)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend(loc="best")
+    label_axes(ax, x=xlabel, y=ylabel, xlog=xlog, legend={"loc": "best"})
 
 
 def finish(fig, axes_with_legend=()):
@@ -113,13 +125,14 @@ def figure_legend(fig, axes):
 
 
 def params_of(model: str, resize: dict | None = None) -> float | None:
+    """Parameters of a preset (resized as a quick study shrinks it); None for a name the presets
+    do not know (a published row's model that llmbench has no preset for)."""
     from llmbench.models.counting import param_count
-
-    from .sweeps import spec_of
+    from llmbench.point import Workload
 
     try:
-        return param_count(spec_of(model, resize))
-    except Exception:  # noqa: BLE001
+        return param_count(Workload(model=model, resize=resize or {}).spec())
+    except (ValueError, KeyError):
         return None
 
 
@@ -134,7 +147,7 @@ def speedups(rows, s: float) -> dict:
         sp, t = field(r, "sparsity") or 0.0, metric(r, "tokens_per_s")
         if t is None:
             continue
-        key = (r.get("hardware"), r.get("model"), field(r, "batch"), field(r, "seq"))
+        key = (r.get("hardware"), r.get("model"), field(r, "batch"), field(r, "seq_len"))
         if sp == 0:
             dense[key] = t
         elif abs(sp - s) < 1e-9:
@@ -142,15 +155,17 @@ def speedups(rows, s: float) -> dict:
     return {(k[0], k[1]): sparse[k] / dense[k] for k in sparse if dense.get(k)}
 
 
-def gas_ratios(rows, *, global_batch: bool = True) -> dict:
-    """(hardware, devices, micro-batch) -> {gas: tokens/s relative to gas 1}. Predicted points
-    carry the global batch (micro x devices x GAS); measured ones the micro-batch per replica."""
+def gas_ratios(rows) -> dict:
+    """(hardware, devices, micro-batch) -> {gas: tokens/s relative to gas 1}. Every row carries
+    the global batch; micro-batch and GAS come from Workload.micro_steps (the one batch rule)."""
+    from .rows import workload
+
     table = {}
     for r in rows:
-        g, d, b, t = field(r, "grad_accum") or 1, field(r, "devices") or 1, field(r, "batch"), \
-            metric(r, "tokens_per_s")
-        if b is None or t is None:
+        w, t = workload(r), metric(r, "tokens_per_s")
+        if w is None or t is None:
             continue
-        micro = b // (d * g) if global_batch else b
+        d = w.devices or 1
+        micro, g = w.micro_steps(dp=d)
         table.setdefault((r.get("hardware"), d, micro), {})[g] = t
     return {k: {g: t / v[1] for g, t in sorted(v.items())} for k, v in table.items() if v.get(1)}

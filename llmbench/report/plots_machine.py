@@ -2,29 +2,36 @@
 weight streaming. Each `draw_*(data)` returns a matplotlib Figure."""
 from __future__ import annotations
 
+from llmbench.point import precision_for
+
 from . import style
 from .plotkit import (
-    pyplot, empty, hw_order, predicted_lines, measured_panel, finish, figure_legend, params_of, fmt_num,
+    empty, figure_legend, finish, fmt_num, label_axes, measured_panel, params_of, predicted_lines,
+    pyplot,
 )
-from .rows import Data, field, metric
-from .sweeps import CATALOG
+from .rows import Data, ceilings_of, devices_of, field, hw_order, metric, value, workload
+
+#: the TFLOP/s a roofline point is drawn at: all FLOPs executed (recomputation included) per
+#: second per device; the block suite measures fwd+bwd of one layer under its own name
+ROOF_TFLOPS = {"predicted": "executed_tflops", "measured": "fwd_bwd_tflops"}
 
 
-def _intensity(model: str, batch, seq, precision: str, *, block: bool, resize=None) -> float | None:
-    """Training FLOPs / bytes moved (forward + backward) from models/ counting."""
+def _intensity(r) -> float | None:
+    """Training FLOPs / bytes moved (forward + backward) of a row's workload, from models/
+    counting: one layer for the block suite, the whole model otherwise."""
     from llmbench.models.counting import layer_ops, model_ops
 
-    from .sweeps import spec_of
-
-    try:
-        spec = spec_of(model, resize)
-        dt = precision if precision in ("fp32", "tf32", "fp16", "bf16", "cbf16", "fp8") else "bf16"
-        ops = layer_ops(spec, int(batch), int(seq), dt) if block or model.endswith("-block") \
-            else model_ops(spec, int(batch), int(seq), dt)
-    except Exception:  # noqa: BLE001 - a custom model name the presets do not know
+    w = workload(r)
+    if w is None:
         return None
-    flops = sum(o.flops + o.flops_bwd for o in ops)
-    moved = sum(o.bytes + o.bytes_bwd for o in ops)
+    try:
+        spec = w.spec()
+        ops = layer_ops if w.suite == "block" else model_ops
+        rows = ops(spec, w.batch, w.seq_len, w.precision or "bf16")
+    except ValueError:  # a model name the presets do not know
+        return None
+    flops = sum(o.flops + o.flops_bwd for o in rows)
+    moved = sum(o.bytes + o.bytes_bwd for o in rows)
     return flops / moved if moved else None
 
 
@@ -41,17 +48,15 @@ def _infer_point(r) -> tuple[float, float] | None:
     """(FLOP/byte, TFLOP/s) of a classification forward pass: counting FLOPs over the latency."""
     from llmbench.models.counting import model_ops
 
-    from .sweeps import spec_of
-
-    lat = metric(r, "latency_s", "time_to_first_token_s", "latency_s_p50")
+    w, lat = workload(r), metric(r, "latency_s_p50")
+    if w is None or not lat:
+        return None
     try:
-        ops = model_ops(spec_of(r.get("model") or "", field(r, "resize")), int(field(r, "batch") or 1),
-                        int(field(r, "seq") or 128), str(field(r, "precision") or "bf16"))
-    except Exception:  # noqa: BLE001
+        ops = model_ops(w.spec(), w.batch, w.seq_len, w.precision or "bf16")
+    except ValueError:
         return None
     flops, moved = sum(o.flops for o in ops), sum(o.bytes for o in ops)
-    devices = metric(r, "devices") or 1
-    return (flops / moved, flops / lat / devices / 1e12) if lat and moved else None
+    return (flops / moved, flops / lat / devices_of(r) / 1e12) if moved else None
 
 
 def _roof_points(ax, rows, *, colour, label, measured=False, marker="s") -> bool:
@@ -59,15 +64,11 @@ def _roof_points(ax, rows, *, colour, label, measured=False, marker="s") -> bool
     for r in rows:
         if r.get("suite") == "infer":
             p = _infer_point(r)
-            if p:
-                pts.append(p)
-            continue
-        ai = _intensity(r.get("model") or "", field(r, "batch") or 1, field(r, "seq") or 128,
-                        str(field(r, "precision") or "bf16"), block=r.get("suite") == "block",
-                        resize=field(r, "resize"))
-        y = metric(r, "executed_tflops", "fwd_bwd_tflops", "achieved_tflops", "achieved_tflops")
-        if ai and y:
-            pts.append((ai, y))
+        else:
+            ai, y = _intensity(r), metric(r, ROOF_TFLOPS[r["source"]])
+            p = (ai, y) if ai and y else None
+        if p:
+            pts.append(p)
     if not pts:
         return False
     kw = style.measured_kw() if measured else dict(color=colour, marker=marker, markersize=5,
@@ -77,20 +78,21 @@ def _roof_points(ax, rows, *, colour, label, measured=False, marker="s") -> bool
 
 
 def draw_roofline(data: Data):
+    """One panel per accelerator the block study was predicted for, then this machine."""
     from llmbench.hardware import catalog
 
     plt = pyplot()
     cat = catalog()
-    hws = [h for h in CATALOG if h in cat]
+    pred = data.predicted("transformer-block") + data.predicted("dp-scaling", devices=1)
+    hws = [h for h in hw_order(data.predicted("transformer-block")) if h in cat]
     n = len(hws) + 1
     cols = 4
     fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(13, 3.0 * ((n + cols - 1) // cols)),
                              squeeze=False)
     flat = list(axes.flat)
-    pred = data.predicted("transformer-block") + data.predicted("gpt2xl-scaling", devices=1)
     for ax, h in zip(flat, hws):
         hw = cat[h]
-        prec = "bf16" if hw.peak("bf16") else "fp16"
+        prec = precision_for(hw)
         mem = hw.device_memory
         _roof(ax, hw.peak(prec), mem.bandwidth_bytes_per_s, "#555555", f"roof {prec} · {mem.name}")
         mine = [r for r in pred if r.get("hardware") == h and field(r, "precision") == prec]
@@ -98,17 +100,12 @@ def draw_roofline(data: Data):
         inf = [r for r in data.predicted("bert-infer-batch") if r.get("hardware") == h]
         _roof_points(ax, inf, colour=style.hw_colour(h), label="predicted · BERT-base inference", marker="^")
         ax.set_title(style.hw_label(h), fontsize=9)
-    ax = flat[len(hws)]
-    _measured_roofline(ax, data)
+    _measured_roofline(flat[len(hws)], data)
     for ax in flat[:n]:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        label_axes(ax, x="FLOP / byte", y="TFLOP/s", xlog=True, ylog=True,
+                   legend={"loc": "lower right", "fontsize": 6.5})
         ax.set_xlim(0.1, 1e4)
         ax.minorticks_off()  # 11 log-log panels: minor ticks cost seconds to lay out, add little
-        ax.set_xlabel("FLOP / byte")
-        ax.set_ylabel("TFLOP/s")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="lower right", fontsize=6.5)
     for ax in flat[n:]:
         ax.axis("off")
     fig.subplots_adjust(left=0.05, right=0.99, bottom=0.06, top=0.96, wspace=0.28, hspace=0.42)
@@ -117,15 +114,12 @@ def draw_roofline(data: Data):
 
 def _measured_roofline(ax, data: Data) -> None:
     ax.set_title("this machine (measured ceilings)", fontsize=9)
-    from .reproduce import flat_ceilings
-
     peaks, bw = {}, 0.0
     for r in data.get("ceilings", "measured"):
-        m = {**(r.get("metrics") or {}), **flat_ceilings(r.get("metrics") or {})}
-        bw = max(bw, m.get("copy_bandwidth_bytes_per_s") or 0.0)
-        for k, v in m.items():
-            if k.startswith("gemm_") and k.endswith("_flops_per_s") and isinstance(v, (int, float)):
-                peaks[k[5:-12]] = max(v, peaks.get(k[5:-12], 0))
+        p, b = ceilings_of(r)
+        bw = max(bw, b)
+        for dt, v in p.items():
+            peaks[dt] = max(v, peaks.get(dt, 0))
     for dt, peak in sorted(peaks.items()):
         _roof(ax, peak, bw, style.SOURCE_STYLE["measured"][0] if dt == "fp32" else "#88bb88",
               f"measured ceiling {dt} · copy {bw / 1e9:.0f} GB/s")
@@ -148,16 +142,13 @@ def draw_block(data: Data):
     fig, axes = plt.subplots(1, len(precs) + 1, figsize=(4.2 * (len(precs) + 1), 3.6), squeeze=False)
     for ax, p in zip(axes[0], precs):
         predicted_lines(ax, [r for r in rows if field(r, "precision") == p], "batch", "achieved_tflops")
-        ax.set_title(f"predicted, {p}", fontsize=9)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("batch (sequences of 1024)")
-        ax.set_ylabel("TFLOP/s (fwd+bwd, one layer)")
+        label_axes(ax, x="batch (sequences of 1024)", y="TFLOP/s (fwd+bwd, one layer)", xlog=2, ylog=True,
+                   title=f"predicted, {p}")
     if not precs:
         empty(axes[0][0], "no prediction available")
-    measured_panel(axes[0][-1], data, "transformer-block", "batch",
-                    ("fwd_bwd_tflops", "achieved_tflops", "achieved_tflops"),
-                    ylabel="TFLOP/s (fwd+bwd)", xlabel="batch", group="precision")
+    measured_panel(axes[0][-1], data, "transformer-block", "batch", "fwd_bwd_tflops",
+                   y_predicted="achieved_tflops", ylabel="TFLOP/s (fwd+bwd)", xlabel="batch",
+                   group="precision")
     return figure_legend(fig, axes[0][:-1])
 
 
@@ -181,28 +172,24 @@ def draw_parity(data: Data):
         idx = [i for i, r in enumerate(rows) if r.get("hardware") == hw]
         ax.plot(pub[idx], pre[idx], label=style.hw_label(hw), color=style.hw_colour(hw), marker="D",
                 markersize=6, markeredgecolor=style.SOURCE_STYLE["published"][0], linestyle="none")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    label_axes(ax, x="published value (x: published)", y="predicted value (y: predicted)", xlog=True,
+               ylog=True, title="predicted vs published, every numeric row of published.csv",
+               legend={"loc": "upper left", "fontsize": 6.5, "ncol": 2})
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("published value (x: published)")
-    ax.set_ylabel("predicted value (y: predicted)")
-    ax.set_title("predicted vs published, every numeric row of published.csv", fontsize=9)
-    ax.legend(loc="upper left", fontsize=6.5, ncol=2)
     return finish(fig)
 
 
 def draw_time_to_train(data: Data):
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    rows = data.get("time-to-train", "predicted")
+    rows = data.predicted("time-to-train")
     for ax, (ds, model, pub_metric, unit, div) in zip(axes, (
             ("pile", "gpt3-20b", "epoch_time_h", "hours", 3600.0),
             ("sst2", "bert-large", "epoch_time_s", "seconds", 1.0))):
-        mine = [r for r in rows if field(r, "dataset") == ds]
+        mine = [r for r in rows if (r.get("environment") or {}).get("dataset") == ds]
         hws = hw_order(mine)
-        vals = [metric(next(r for r in mine if r.get("hardware") == h), "epoch_time_s", "time_s")
-                for h in hws]
+        vals = [metric(next(r for r in mine if r.get("hardware") == h), "epoch_time_s") for h in hws]
         pts = [(h, v / div) for h, v in zip(hws, vals) if v]
         if not pts:
             empty(ax)
@@ -211,7 +198,7 @@ def draw_time_to_train(data: Data):
                 color=[style.hw_colour(h) for h, _ in pts], label="predicted (one device)")
         for h, v in pts:
             r = next(r for r in mine if r.get("hardware") == h)
-            if (r.get("metrics") or {}).get("fits") is False:
+            if value(r, "fits") is False:
                 ax.text(v, style.hw_label(h), "  does not fit in memory", va="center", fontsize=7,
                         color="#b00000")
         for r in data.published(model=model):
@@ -236,7 +223,7 @@ def draw_llm_inference(data: Data):
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(9, 4.0))
-    rows = data.get("llm-inference", "predicted")
+    rows = data.predicted("llm-inference")
     models = sorted({r.get("model") for r in rows}, key=lambda m: params_of(m) or 0)
     hws = hw_order(rows)
     if not rows:
@@ -250,8 +237,7 @@ def draw_llm_inference(data: Data):
             if v:
                 ax.bar(j + i * w, v, w, color=style.hw_colour(hw),
                        label=f"predicted · {style.hw_label(hw)}" if j == 0 or not ax.containers else None)
-                ax.text(j + i * w, v, f"{int(metric(r, 'devices') or field(r, 'devices') or 0)}",
-                        ha="center", va="bottom", fontsize=6.5)
+                ax.text(j + i * w, v, f"{devices_of(r)}", ha="center", va="bottom", fontsize=6.5)
     for r in data.published():
         v = metric(r, "decode_tokens_per_s_per_seq")
         if v is not None and r.get("model") in models and r.get("hardware") in hws:
@@ -278,28 +264,29 @@ def draw_streaming(data: Data):
         for ax in axes:
             empty(ax)
         return finish(fig)
-    m = rows[-1].get("metrics") or {}
+    r = rows[-1]
     c = style.SOURCE_STYLE["measured"][0]
     ax = axes[0]
     for key, label, kw in (("resident_loss", "measured here · resident", dict(marker="s", color="#555555")),
                            ("streamed_loss", "measured here · weight-streamed", dict(marker="o", color=c))):
-        ys = m.get(key) or []
+        ys = value(r, key) or []
         if ys:
             ax.plot(range(1, len(ys) + 1), ys, label=label, linestyle="-", markersize=5, **kw)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss")
-    ax.set_title(f"same seed: max relative loss difference {fmt_num(m.get('max_rel_loss_diff'))}", fontsize=9)
+    ax.set_title(f"same seed: max relative loss difference {fmt_num(metric(r, 'max_rel_loss_diff'))}", fontsize=9)
     ax.legend(loc="upper right")
     ax = axes[1]
-    vals = [m.get("resident_tokens_per_s"), m.get("streamed_tokens_per_s")]
+    vals = [metric(r, "resident_tokens_per_s"), metric(r, "streamed_tokens_per_s")]
     if all(isinstance(v, (int, float)) for v in vals):
         ax.barh(["resident", "weight-streamed"], vals, color=["#555555", c])
         ax.set_xlabel("tokens/s (measured here)")
         ratio = vals[1] / vals[0] if vals[0] else None
-        note = "" if not isinstance(m.get("ratio"), (int, float)) or ratio is None or \
-            abs(m["ratio"] / ratio - 1) < 0.05 else f"; stream compare's own ratio {fmt_num(m['ratio'])}"
-        ax.set_title(f"streamed / resident tokens/s = {fmt_num(ratio)} ({m.get('n_layers', '?')} layers, "
-                     f"width {m.get('d_model', '?')}{note})", fontsize=9)
+        own = metric(r, "ratio")
+        note = "" if own is None or ratio is None or abs(own / ratio - 1) < 0.05 \
+            else f"; stream compare's own ratio {fmt_num(own)}"
+        ax.set_title(f"streamed / resident tokens/s = {fmt_num(ratio)} ({value(r, 'n_layers') or '?'} layers, "
+                     f"width {value(r, 'd_model') or '?'}{note})", fontsize=9)
     else:
         empty(ax)
     return finish(fig)

@@ -2,13 +2,14 @@
 GenSLM. Each `draw_*(data)` returns a matplotlib Figure."""
 from __future__ import annotations
 
+from llmbench.results.published import parse_range
+
 from . import style
 from .plotkit import (
-    empty, finish, gas_ratios, hw_order, measured_panel, model_label, params_of, predicted_lines, pyplot,
-    speedups,
+    empty, finish, gas_ratios, label_axes, measured_panel, model_label, params_of, predicted_lines,
+    pyplot, speedups,
 )
-from .rows import Data, field, metric, xy
-from .sweeps import CATALOG
+from .rows import Data, field, hw_order, metric, value, xy
 
 
 def draw_bert_throughput(data: Data):
@@ -33,17 +34,12 @@ def draw_bert_throughput(data: Data):
                 marker="*" if model == "bert-large" else "P"))
             drawn = True
     if drawn:
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("global batch (sequences of 128)")
-        ax.set_ylabel("samples/s")
-        ax.set_title("BERT training throughput on one CS-2", fontsize=9)
-        ax.legend(loc="best")
+        label_axes(ax, x="global batch (sequences of 128)", y="samples/s", xlog=2,
+                   title="BERT training throughput on one CS-2", legend={"loc": "best"})
     else:
         empty(ax)
-    measured_panel(axes[1], data, "bert-train-batch", "batch", ("samples_per_s",),
-                    ylabel="samples/s", xlabel="batch", group="model")
-    if axes[1].get_legend_handles_labels()[0]:
-        axes[1].set_xscale("log", base=2)
+    measured_panel(axes[1], data, "bert-train-batch", "batch", "samples_per_s",
+                   ylabel="samples/s", xlabel="global batch", group="model", xlog=2)
     return finish(fig)
 
 
@@ -52,34 +48,26 @@ def draw_bert_latency(data: Data):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
     pred = data.predicted("bert-infer-batch")
     ax = axes[0]
-    if predicted_lines(ax, pred, "batch", "latency_s_p50", "time_to_first_token_s", scale=1e3):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("batch (sequences of 128)")
-        ax.set_ylabel("latency per batch (ms)")
-        ax.set_title("BERT-base classification latency (predicted)", fontsize=9)
-        ax.legend(loc="upper left", ncol=2)
+    if predicted_lines(ax, pred, "batch", "latency_s_p50", scale=1e3):
+        label_axes(ax, x="batch (sequences of 128)", y="latency per batch (ms)", xlog=2, ylog=True,
+                   title="BERT-base classification latency (predicted)",
+                   legend={"loc": "upper left", "ncol": 2})
     else:
         empty(ax)
-    measured_panel(axes[1], data, "bert-infer-batch", "batch", ("latency_s_p50", "latency_s"),
-                    ylabel="latency p50 (ms)", xlabel="batch", scale=1e3, group="model")
-    if axes[1].get_legend_handles_labels()[0]:
-        axes[1].set_xscale("log", base=2)
+    measured_panel(axes[1], data, "bert-infer-batch", "batch", "latency_s_p50",
+                   ylabel="latency p50 (ms)", xlabel="batch", scale=1e3, group="model", xlog=2)
     return finish(fig)
 
 
 def draw_scaling(data: Data):
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    pred = data.get("gpt2xl-scaling", "predicted")
+    pred = data.predicted("dp-scaling")
     ax0, ax1 = axes
     if predicted_lines(ax0, pred, "devices", "tokens_per_s"):
-        ax0.set_xscale("log", base=2)
-        ax0.set_yscale("log")
-        ax0.set_xlabel("devices (16 sequences of 1024 each)")
-        ax0.set_ylabel("tokens/s (GPT-2 XL)")
-        ax0.set_title("GPT-2 XL training throughput", fontsize=9)
-        ax0.legend(loc="upper left", ncol=2, fontsize=6.5)
+        label_axes(ax0, x="devices (16 sequences of 1024 each)", y="tokens/s (GPT-2 XL)", xlog=2,
+                   ylog=True, title="GPT-2 XL training throughput",
+                   legend={"loc": "upper left", "ncol": 2, "fontsize": 6.5})
     else:
         empty(ax0)
     for hw in hw_order(pred):
@@ -107,13 +95,10 @@ def draw_scaling(data: Data):
                  **style.measured_kw(marker="o" if e == y else "^"))
         ax1.annotate(f"{e:.2f}" + ("" if e == y else " (off scale)"), (d, y), fontsize=7, xytext=(6, 4),
                      textcoords="offset points", color=style.SOURCE_STYLE["measured"][0])
-    ax1.set_xscale("log", base=2)
     ax1.set_ylim(0, top)
     ax1.axhline(1.0, color="#999999", lw=0.8, ls=":")
-    ax1.set_xlabel("devices")
-    ax1.set_ylabel("scaling efficiency  T(n) / (n·T(1))")
-    ax1.set_title("data-parallel scaling efficiency", fontsize=9)
-    ax1.legend(loc="lower left", ncol=2, fontsize=6.5)
+    label_axes(ax1, x="devices", y="scaling efficiency  T(n) / (n·T(1))", xlog=2,
+               title="data-parallel scaling efficiency", legend={"loc": "lower left", "ncol": 2, "fontsize": 6.5})
     return finish(fig)
 
 
@@ -122,17 +107,14 @@ def draw_seq_length(data: Data):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
     pred = data.predicted("gpt2-seq-length")
     ax = axes[0]
-    if predicted_lines(ax, pred, "seq", "tokens_per_s"):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length (16k tokens per batch)")
-        ax.set_ylabel("tokens/s (GPT-2 XL, one device)")
-        ax.set_title("sequence length (predicted)", fontsize=9)
-        ax.legend(loc="lower left", ncol=2, fontsize=6.5)
+    if predicted_lines(ax, pred, "seq_len", "tokens_per_s"):
+        label_axes(ax, x="sequence length (16k tokens per batch)", y="tokens/s (GPT-2 XL, one device)",
+                   xlog=2, ylog=True, title="sequence length (predicted)",
+                   legend={"loc": "lower left", "ncol": 2, "fontsize": 6.5})
     else:
         empty(ax)
-    measured_panel(axes[1], data, "gpt2-seq-length", "seq", ("tokens_per_s",), ylabel="tokens/s",
-                    xlabel="sequence length", group="model")
+    measured_panel(axes[1], data, "gpt2-seq-length", "seq_len", "tokens_per_s", ylabel="tokens/s",
+                   xlabel="sequence length", group="model")
     return finish(fig)
 
 
@@ -140,7 +122,7 @@ def draw_gas(data: Data):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     ratios = gas_ratios(data.predicted("gas"))
-    order = {h: i for i, h in enumerate(CATALOG)}
+    order = {h: i for i, h in enumerate(hw_order(data.predicted("gas")))}
     for (hw, d, micro), v in sorted(ratios.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
         ls = "-" if d == 8 else "--"
         label = f"predicted · {style.hw_label(hw)} ×{d}, micro-batch {micro}"
@@ -153,7 +135,7 @@ def draw_gas(data: Data):
             ax.annotate(f"{style.hw_label(r.get('hardware'))} ×{field(r, 'devices')}", (4, y), fontsize=7,
                         xytext=(7, -3), textcoords="offset points", color=style.SOURCE_STYLE["published"][0])
     ax.plot([], [], label="published (arXiv:2310.04607 Fig. 6)", **style.published_kw())
-    meas = gas_ratios(data.get("gas", "measured"), global_batch=False)
+    meas = gas_ratios(data.get("gas", "measured"))
     for (hw, d, micro), v in gas_ratios(data.predicted("gas", mirrors=True)).items():
         ax.plot(list(v), list(v.values()), label=f"predicted for the measured points · {style.hw_label(hw)}",
                 **style.predicted_kw(hw, linestyle=":"))
@@ -163,11 +145,8 @@ def draw_gas(data: Data):
     if not ratios and not meas:
         empty(ax)
         return finish(fig)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("gradient accumulation steps (GAS)")
-    ax.set_ylabel("throughput / throughput at GAS 1")
-    ax.set_title("GPT-2 XL: gradient accumulation", fontsize=9)
-    ax.legend(loc="upper left", fontsize=6.5, ncol=2)
+    label_axes(ax, x="gradient accumulation steps (GAS)", y="throughput / throughput at GAS 1", xlog=2,
+               title="GPT-2 XL: gradient accumulation", legend={"loc": "upper left", "fontsize": 6.5, "ncol": 2})
     return finish(fig)
 
 
@@ -175,18 +154,18 @@ def draw_sparsity(data: Data):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     sp = speedups(data.predicted("sparsity"), 0.9)
-    hws = sorted({h for h, _ in sp}, key=lambda h: CATALOG.index(h) if h in CATALOG else 99)
+    hws = [h for h in hw_order(data.predicted("sparsity")) if any(k[0] == h for k in sp)]
     for hw in hws:
         pts = sorted((params_of(m), v) for (h, m), v in sp.items() if h == hw and params_of(m))
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=f"predicted · {style.hw_label(hw)}",
                     **style.predicted_kw(hw))
     for r in data.published():
-        v = (r.get("metrics") or {}).get("s0.9_over_dense")
+        rng = parse_range(value(r, "s0.9_over_dense")) if value(r, "s0.9_over_dense") is not None else None
         n = params_of(r.get("model") or "")
-        if v is None or not n:
+        if rng is None or not n:
             continue
-        lo, hi = (float(x) for x in v.split("-")) if isinstance(v, str) else (float(v), float(v))
+        lo, hi = rng
         ax.errorbar([n], [(lo + hi) / 2], yerr=[[(hi - lo) / 2], [(hi - lo) / 2]], capsize=3,
                     **style.published_kw())
     ax.plot([], [], label="published · CS-2 (arXiv:2310.04607 Fig. 7)", **style.published_kw())
@@ -205,11 +184,9 @@ def draw_sparsity(data: Data):
         empty(ax)
         return finish(fig)
     ax.axhline(1.0, color="#999999", lw=0.8, ls=":")
-    ax.set_xscale("log")
-    ax.set_xlabel("model parameters")
-    ax.set_ylabel("speed-up at 90% weight sparsity")
-    ax.set_title("unstructured weight sparsity 0.9: speed-up against model size", fontsize=9)
-    ax.legend(loc="upper left", fontsize=6.5, ncol=2)
+    label_axes(ax, x="model parameters", y="speed-up at 90% weight sparsity", xlog=True,
+               title="unstructured weight sparsity 0.9: speed-up against model size",
+               legend={"loc": "upper left", "fontsize": 6.5, "ncol": 2})
     return finish(fig)
 
 
@@ -227,14 +204,11 @@ def draw_genslm(data: Data):
                     **style.predicted_kw(hw))
             drawn = True
     if drawn:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("GenSLM parameters (codon vocabulary, seq 1024)")
-        ax.set_ylabel("tokens/s, one device")
-        ax.set_title("GenSLM training throughput (predicted)", fontsize=9)
-        ax.legend(loc="lower left", ncol=2, fontsize=6.5)
+        label_axes(ax, x="GenSLM parameters (codon vocabulary, seq 1024)", y="tokens/s, one device",
+                   xlog=True, ylog=True, title="GenSLM training throughput (predicted)",
+                   legend={"loc": "lower left", "ncol": 2, "fontsize": 6.5})
     else:
         empty(ax)
-    measured_panel(axes[1], data, "genslm", "batch", ("tokens_per_s",), ylabel="tokens/s",
-                    xlabel="batch (codon sequences)", group="model")
+    measured_panel(axes[1], data, "genslm", "batch", "tokens_per_s", ylabel="tokens/s",
+                   xlabel="batch (codon sequences)", group="model")
     return finish(fig)

@@ -1,6 +1,11 @@
 """One visual vocabulary for every plot and table: measured, predicted and published told apart by
-colour, marker and label at once (the legend key at the top of the HTML report uses the same)."""
+colour, marker and label at once (the legend key at the top of the HTML report uses the same).
+Hardware labels come from the catalog's display names (llmbench/hardware/catalog/*.toml); this
+file keeps only what the catalog lacks: colours, and the label of this machine."""
 from __future__ import annotations
+
+import functools
+import re
 
 SOURCE_STYLE = {
     # source: (colour, marker, label, linestyle); predicted lines take the hardware's colour
@@ -14,19 +19,35 @@ HW_COLOURS = {
     "mi250": "#8c564b", "gaudi2": "#e377c2", "sn30": "#7f7f7f", "bow-ipu": "#17becf",
     "cs2": "#111111", "cs3": "#5a5a9e", "cpu": "#999999",
 }
-HW_LABELS = {
-    "a100-40gb": "A100 40GB", "a100-80gb": "A100 80GB", "h100-sxm": "H100 SXM", "h200-sxm": "H200 SXM",
-    "mi250": "MI250", "gaudi2": "Gaudi2", "sn30": "SN30", "bow-ipu": "Bow IPU", "cs2": "CS-2",
-    "cs3": "CS-3", "cpu": "this CPU",
-}
+#: for hardware without a colour above: a fixed palette, picked by the name (stable across runs)
+PALETTE = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
+           "#756bb1", "#636363")
+#: labels the catalog's display names do not give
+LABELS = {"cpu": "this CPU"}
 
 
 def hw_colour(name: str) -> str:
-    return HW_COLOURS.get(name, "#444444")
+    if name in HW_COLOURS:
+        return HW_COLOURS[name]
+    return PALETTE[sum(map(ord, name or "")) % len(PALETTE)]
 
 
+@functools.lru_cache(maxsize=None)
 def hw_label(name: str) -> str:
-    return HW_LABELS.get(name, name)
+    """A short label from the catalog's display name: the vendor and the parenthesised note
+    dropped ('NVIDIA A100 SXM4 40GB (Polaris)' -> 'A100 SXM4 40GB', 'Cerebras CS-2 (WSE-2)' ->
+    'CS-2'); the name itself when the catalog does not know it."""
+    if name in LABELS or not name:
+        return LABELS.get(name, str(name))
+    from llmbench.hardware import catalog
+
+    hw = catalog().get(name)
+    if hw is None:
+        return name
+    text = re.sub(r"\s*\(.*?\)", "", hw.display_name).strip()
+    if hw.vendor and text.lower().startswith(hw.vendor.lower() + " "):
+        text = text[len(hw.vendor) + 1:]
+    return text or name
 
 
 def measured_kw(**extra) -> dict:

@@ -7,12 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 
 from . import style
-from .rows import Data, command_of, field, metric, reference_of
+from .rows import (Data, UnknownMetric, ceilings_of, command_of, devices_of, field, metric, ref_id,
+                   reference_of, value)
 
 NA = "not available"
 TERMINAL_SKIP = ("assumption",)
-MEASURED_STUDIES = ("ceilings", "transformer-block", "gpt2-seq-length", "gas", "sparsity", "dp-scaling",
-                    "bert-train-batch", "bert-infer-batch", "genslm", "streaming")
+#: studies whose measured rows the summary table lists: the ceilings, the measured studies of
+#: studies/specs (those present in the database), and the weight-streaming run
+MEASURE_CMD = {"ceilings": "llmbench measure ceilings --json",
+               "streaming": "llmbench stream compare --json"}
 
 
 @dataclass
@@ -56,7 +59,7 @@ def pct(v) -> str:
 def measured_summary(data: Data) -> Table:
     t = Table("measured", "Measured on this machine", ["study", "points ok", "other", "headline", "command"],
               kinds=["", "measured", "", "measured", ""])
-    for s in MEASURED_STUDIES:
+    for s in measured_studies(data):
         rows = data.get(s, "measured", status=None)
         okr = [r for r in rows if r.get("status", "ok") == "ok"]
         other = {}
@@ -65,8 +68,7 @@ def measured_summary(data: Data) -> Table:
                 other[r["status"]] = other.get(r["status"], 0) + 1
         # the command a user reruns (a shared point's own argv names whichever study ran it first)
         cmd = next((command_of(r) for r in rows if command_of(r)), None) if s == "streaming" else None
-        cmd = cmd or {"ceilings": "llmbench measure ceilings --json",
-                      "streaming": "llmbench stream compare --json"}.get(s, f"llmbench study run {s} --quick")
+        cmd = cmd or MEASURE_CMD.get(s, f"llmbench study run {s} --quick")
         t.rows.append([s, str(len(okr)) if rows else "not measured",
                        ", ".join(f"{n} {k}" for k, n in other.items()) or "-", _headline(s, okr), cmd])
     t.sources = ["this machine; environment (torch, CPU, threads, git commit, date) in each DB row"]
@@ -77,18 +79,15 @@ def _headline(study: str, rows: list[dict]) -> str:
     if not rows:
         return "-"
     if study == "ceilings":
-        from .reproduce import flat_ceilings
-
-        m = {**(rows[-1].get("metrics") or {}), **flat_ceilings(rows[-1].get("metrics") or {})}
-        parts = [f"GEMM {k[5:-12]} {v / 1e12:.3g} TFLOP/s" for k, v in m.items()
-                 if k.startswith("gemm_") and k.endswith("_flops_per_s")]
-        if m.get("copy_bandwidth_bytes_per_s"):
-            parts.append(f"copy {m['copy_bandwidth_bytes_per_s'] / 1e9:.3g} GB/s")
+        peaks, bw = ceilings_of(rows[-1])
+        parts = [f"GEMM {dt} {v / 1e12:.3g} TFLOP/s" for dt, v in peaks.items()]
+        if bw:
+            parts.append(f"copy {bw / 1e9:.3g} GB/s")
         return ", ".join(parts) or "-"
     if study == "streaming":
-        m = rows[-1].get("metrics") or {}
-        return (f"resident {fmt(m.get('resident_tokens_per_s'))}, "
-                f"streamed {fmt(m.get('streamed_tokens_per_s'))} tokens/s (ratio {fmt(m.get('ratio'))})")
+        r = rows[-1]
+        return (f"resident {fmt(metric(r, 'resident_tokens_per_s'))}, "
+                f"streamed {fmt(metric(r, 'streamed_tokens_per_s'))} tokens/s (ratio {fmt(metric(r, 'ratio'))})")
     for name, unit, scale in (("fwd_bwd_tflops", "TFLOP/s", 1), ("scaling_efficiency", "efficiency", 1),
                               ("latency_s_p50", "ms p50", 1e3), ("tokens_per_s", "tokens/s", 1),
                               ("samples_per_s", "samples/s", 1), ("achieved_tflops", "TFLOP/s", 1)):
@@ -105,20 +104,19 @@ def validation_table(data: Data) -> Table:
               kinds=["", "", "", "", "published", "predicted", "", "", ""])
     rows = data.get("validation", "predicted", status=None)
     for r in rows:
-        m = r.get("metrics") or {}
-        t.rows.append([field(r, "published_id") or "-", r.get("hardware") or "-", r.get("model") or "-",
-                       m.get("metric", "-"), m.get("published_text") or fmt(metric(r, "published")),
+        t.rows.append([ref_id(r) or "-", r.get("hardware") or "-", r.get("model") or "-",
+                       value(r, "metric") or "-", value(r, "published_text") or fmt(metric(r, "published")),
                        fmt(metric(r, "predicted")) if r.get("status", "ok") == "ok"
                        else (r.get("error") or NA)[:60],
-                       pct(metric(r, "rel_error")), m.get("assumption") or "-",
-                       m.get("reference") or reference_of(r) or "published.csv"])
+                       pct(metric(r, "rel_error")), value(r, "assumption") or "-",
+                       value(r, "reference") or reference_of(r) or "published.csv"])
     errs = [abs(metric(r, "rel_error")) for r in rows if metric(r, "rel_error") is not None]
     if errs:
         errs.sort()
         t.note = (f"{len(errs)} rows compared: median |error| {errs[len(errs) // 2] * 100:.1f}%, "
                   f"max {errs[-1] * 100:.1f}%, within 25%: {sum(e <= 0.25 for e in errs)}/{len(errs)}.")
     t.sources = ["published: llmbench/reference/published.csv (source column per row)",
-                 "predicted: llmbench validate --json"]
+                 "predicted: llmbench validate --json (llmbench.perfmodel.validate.run)"]
     return t
 
 
@@ -126,9 +124,8 @@ def trends_table(data: Data) -> Table:
     t = Table("trends", "Published trends checked against the predictions",
               ["id", "claim", "predicted", "detail", "source"], kinds=["", "published", "predicted", "", ""])
     for r in data.get("validation-trends", "predicted"):
-        m = r.get("metrics") or {}
-        t.rows.append([field(r, "published_id"), m.get("claim", "-"), "pass" if m.get("passed") else "FAIL",
-                       m.get("detail", "-"), m.get("reference") or "published.csv"])
+        t.rows.append([ref_id(r), value(r, "claim") or "-", "pass" if value(r, "passed") else "FAIL",
+                       value(r, "detail") or "-", value(r, "reference") or "published.csv"])
     t.sources = ["published: llmbench/reference/published.csv (trend rows)",
                  "predicted: llmbench validate --json"]
     return t
@@ -138,7 +135,7 @@ def scaling_table(data: Data) -> Table:
     t = Table("scaling", "GPT-2 XL data-parallel scaling efficiency at the published device counts",
               ["system", "devices", "published", "predicted", "source"],
               kinds=["", "", "published", "predicted", ""])
-    pred = data.get("gpt2xl-scaling", "predicted")
+    pred = data.predicted("dp-scaling")
     for r in data.published():
         eff = metric(r, "scaling_efficiency")
         if eff is None:
@@ -158,14 +155,15 @@ def time_to_train_table(data: Data) -> Table:
     t = Table("time_to_train", "Time to train one epoch (one device)",
               ["hardware", "Pile · GPT-3 20B (h)", "SST-2 · BERT-large (s)", "published (CS-2)", "source"],
               kinds=["", "predicted", "predicted", "published", ""])
-    rows = data.get("time-to-train", "predicted")
-    pubs = {m: r for r in data.published(hardware="cs2") for m in (r.get("metrics") or {})
-            if m in ("epoch_time_h", "epoch_time_s")}
+    rows = data.predicted("time-to-train")
+    pubs = {m: r for r in data.published(hardware="cs2") for m in ("epoch_time_h", "epoch_time_s")
+            if metric(r, m) is not None}
     for hw in sorted({r.get("hardware") for r in rows}, key=lambda h: style.hw_label(h)):
         def val(ds, div):
-            r = next((r for r in rows if r.get("hardware") == hw and field(r, "dataset") == ds), None)
-            v = metric(r, "epoch_time_s", "time_s") if r else None
-            fits = (r.get("metrics") or {}).get("fits", True) if r else True
+            r = next((r for r in rows if r.get("hardware") == hw
+                      and (r.get("environment") or {}).get("dataset") == ds), None)
+            v = metric(r, "epoch_time_s") if r else None
+            fits = value(r, "fits") if r else True
             return fmt(v / div if v else None) + ("" if fits is not False else " (does not fit)")
         pub = ""
         if hw == "cs2" and pubs:
@@ -192,12 +190,11 @@ def genslm_table(data: Data) -> Table:
 
     a8, s8, c1 = tps("a100-40gb", 8), tps("sn30", 8), tps("cs2", 1)
     for r in data.published():
-        m = r.get("metrics") or {}
-        if "per_device_speedup" in m:
+        if metric(r, "per_device_speedup") is not None:
             t.rows.append(["SN30 vs A100, per device (8 each)", fmt(metric(r, "per_device_speedup")),
                            fmt(s8 / a8 if s8 and a8 else None), "tokens/s of 8 SN30 / of 8 A100",
                            reference_of(r)])
-        elif "speedup" in m and "genslm" in (r.get("model") or ""):
+        elif metric(r, "speedup") is not None and "genslm" in (r.get("model") or ""):
             t.rows.append(["one CS-2 vs 8× A100", fmt(metric(r, "speedup")),
                            fmt(c1 / a8 if c1 and a8 else None), "tokens/s of 1 CS-2 / of 8 A100",
                            reference_of(r)])
@@ -212,7 +209,7 @@ def sparsity_table(data: Data) -> Table:
               "predicted A100 80GB", "source"], kinds=["", "published", "predicted", "predicted", ""])
     sp = speedups(data.predicted("sparsity"), 0.9)
     for r in data.published():
-        v = (r.get("metrics") or {}).get("s0.9_over_dense")
+        v = value(r, "s0.9_over_dense")
         if v is not None:
             m = r.get("model")
             t.rows.append([m, fmt(v), fmt(sp.get(("cs2", m))), fmt(sp.get(("a100-80gb", m))),
@@ -226,17 +223,34 @@ def inference_table(data: Data) -> Table:
     t = Table("llm_inference", "LLM inference at batch 1 (prompt 2048, 256 new tokens)",
               ["model", "hardware", "devices", "tokens/s per user", "TTFT (s)", "bound", "published",
                "source"], kinds=["", "", "predicted", "predicted", "predicted", "", "published", ""])
-    pubs = {(r.get("model"), r.get("hardware")): r for r in data.published()
-            if set(r.get("metrics") or {}) & {"decode_tokens_per_s_per_seq", "devices_needed"}}
-    for r in data.get("llm-inference", "predicted"):
+    pubs = {}
+    for r in data.published():
+        for name in ("decode_tokens_per_s_per_seq", "devices_needed"):
+            if metric(r, name) is not None:
+                pubs.setdefault((r.get("model"), r.get("hardware")), []).append(f"{name} {fmt(metric(r, name))}")
+    for r in data.predicted("llm-inference"):
         p = pubs.get((r.get("model"), r.get("hardware")))
-        pub = "; ".join(f"{k} {fmt(v)}" for k, v in (p.get("metrics") or {}).items()) if p else "-"
-        t.rows.append([r.get("model"), style.hw_label(r.get("hardware")), fmt(metric(r, "devices")),
+        pub = "; ".join(p) if p else "-"
+        t.rows.append([r.get("model"), style.hw_label(r.get("hardware")), fmt(devices_of(r)),
                        fmt(metric(r, "decode_tokens_per_s_per_seq")), fmt(metric(r, "time_to_first_token_s")),
-                       str((r.get("metrics") or {}).get("bound", "-")), pub,
-                       reference_of(p) if p else "llmbench predict infer (command in the figure caption)"])
+                       str(value(r, "bound") or "-"), pub,
+                       _inference_source(data, r) if p else "llmbench predict infer (command in the figure caption)"])
     t.sources = ["published: Cerebras blog 2024-08-27; The Register, Hot Chips 2024"]
     return t
+
+
+def _inference_source(data: Data, r: dict) -> str:
+    refs = [reference_of(p) for p in data.published(model=r.get("model"), hardware=r.get("hardware"))
+            if metric(p, "decode_tokens_per_s_per_seq") is not None or metric(p, "devices_needed") is not None]
+    return "; ".join(dict.fromkeys(x for x in refs if x)) or "published.csv"
+
+
+def measured_studies(data: Data) -> list[str]:
+    """Studies with measured rows in `data` (the ceilings first, the streaming run last), or the
+    list a full reproduce measures when nothing is measured yet."""
+    have = [s for s, rows in data.by_study.items() if any(r.get("source") == "measured" for r in rows)]
+    middle = sorted(s for s in have if s not in MEASURE_CMD)
+    return ["ceilings"] + middle + ["streaming"]
 
 
 TABLES = ("measured_summary", "validation_table", "trends_table", "scaling_table", "sparsity_table",
@@ -249,6 +263,8 @@ def all_tables(data: Data) -> list[Table]:
     for name in TABLES:
         try:
             out.append(globals()[name](data))
+        except UnknownMetric:  # a renamed metric is a bug: fail loudly (tests), never "not available"
+            raise
         except Exception as e:  # noqa: BLE001
             out.append(Table(name, name.replace("_", " "), ["status"],
                              note=f"not available ({type(e).__name__}: {e})"[:200]))

@@ -3,10 +3,12 @@ two runs of one study never measure a point twice (stdlib only).
 
     from llmbench.results.claims import claim, release
     with ResultsDB("runs.db") as db:
-        action, reason, before = claim(db, point, decide, study="gas")   # BEGIN IMMEDIATE
+        action, reason, before = claim(db, w, decide, study="gas")   # BEGIN IMMEDIATE
         if action == "run":
-            ...measure...; db.record(point, ...)     # replaces the running row
-    # on Ctrl-C / SIGTERM before the result: release(db, key, before) puts the old row back
+            ...measure...; db.record(w, ...)     # replaces the running row
+    # on Ctrl-C / SIGTERM before the result: release(db, w, before) puts the old row back
+
+`w` is a llmbench.point.Workload (or a plain dict point): the row is the one `db.record(w)` writes.
 
 A `running` row carries `environment["claim"]` = {pid, host, boot_id, proc_start, started_at}.
 When a claim meets a running row whose process is gone (same host and boot; the pid is not alive,
@@ -88,7 +90,7 @@ def crashed_row(row: dict) -> dict:
                      "killed (e.g. the OOM killer, kill -9) or crashed; skipped until retried"}
 
 
-def claim(db: ResultsDB, point: dict, decide, *, study: str | None = None,
+def claim(db: ResultsDB, point, decide, *, study: str | None = None,
           environment: dict | None = None, source: str = "measured"):
     """One transaction: read the point's row (a dead `running` row becomes `crashed` first), ask
     `decide(row) -> (action, reason)`, and for RUN write a `running` row, for SKIP a `skipped` row
@@ -115,7 +117,7 @@ def claim(db: ResultsDB, point: dict, decide, *, study: str | None = None,
     return action, reason, row
 
 
-def release(db: ResultsDB, point: dict, before: dict | None, source: str = "measured") -> bool:
+def release(db: ResultsDB, point, before: dict | None, source: str = "measured") -> bool:
     """Undo this process's claim (interrupted before a result): the row before it comes back, or
     none. A row that is no longer this process's claim is left alone. True if released."""
     key = point_key(point, source)

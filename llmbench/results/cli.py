@@ -12,7 +12,7 @@ from pathlib import Path
 
 from llmbench._cliutil import add_db, add_json, emit_json, headline, table
 
-FILTERS = ("study", "source", "suite", "model", "hardware", "status")
+FILTERS = ("study", "source", "suite", "model", "hardware", "status", "workload_id")
 
 
 def _open_existing(db: str | None):
@@ -35,16 +35,23 @@ def _add_filters(p) -> None:
     p.add_argument("--suite")
     p.add_argument("--model")
     p.add_argument("--hardware")
-    p.add_argument("--status", help="ok | oom | error | skipped")
+    p.add_argument("--status", help="ok | oom | error | skipped | running | crashed")
+    p.add_argument("--workload-id", help="the measured, predicted and published results of one "
+                   "workload (its id: sha256 of llmbench.point.Workload.to_dict())")
 
 
 def point_summary(point: dict) -> str:
+    """The point's fields but suite, model and hardware (their own columns); a Workload's layout
+    knobs flat, fields left at their empty value (None, {}, 0 sparsity or gen_len) left out."""
     skip = {"suite", "model", "hardware", "published_id"}
+    flat = {**point, **(point.get("layout") or {})} if isinstance(point.get("layout"), dict) else point
 
     def fmt(v):
         return ",".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
 
-    return " ".join(f"{k}={fmt(v)}" for k, v in point.items() if k not in skip and v is not None)
+    return " ".join(f"{k}={fmt(v)}" for k, v in flat.items()
+                    if k not in skip and k != "layout" and v not in (None, {}) and
+                    not (k in ("sparsity", "gen_len") and v == 0))
 
 
 def print_table(rows: list[dict], title: str) -> None:

@@ -13,7 +13,16 @@ from pathlib import Path
 from llmbench.results.store import canonical_json
 
 FORMATS = ("csv", "json", "parquet")
-FIXED = ("key", "study", "source", "suite", "model", "hardware", "status", "error", "created_at")
+FIXED = ("key", "study", "source", "suite", "model", "hardware", "status", "error", "created_at",
+         "workload_id")
+
+
+def _point(row: dict) -> dict:
+    """A row's point with a Workload's layout knobs (tp, pp, ...) as columns of their own."""
+    p = dict(row["point"])
+    if row.get("workload_id") and isinstance(p.get("layout"), dict):
+        p.update(p.pop("layout"))
+    return p
 
 
 def flatten(rows: list[dict]) -> tuple[list[str], list[dict]]:
@@ -21,16 +30,17 @@ def flatten(rows: list[dict]) -> tuple[list[str], list[dict]]:
 
     A metric whose name is already a column is written as `metrics.<name>`; nested values
     (lists, dicts) become JSON text; the environment is one JSON text column."""
-    point_cols = sorted({k for r in rows for k in r["point"]} - set(FIXED))
+    points = [_point(r) for r in rows]
+    point_cols = sorted({k for p in points for k in p} - set(FIXED))
     metric_names = sorted({k for r in rows for k in r["metrics"]})
     taken = set(FIXED) | set(point_cols)
     metric_cols = {m: (f"metrics.{m}" if m in taken else m) for m in metric_names}
     columns = list(FIXED) + point_cols + [metric_cols[m] for m in metric_names] + ["environment"]
     flat = []
-    for r in rows:
+    for r, p in zip(rows, points):
         d = {c: r.get(c) for c in FIXED}
         for c in point_cols:
-            d[c] = _cell(r["point"].get(c))
+            d[c] = _cell(p.get(c))
         for m in metric_names:
             d[metric_cols[m]] = _cell(r["metrics"].get(m))
         d["environment"] = canonical_json(r["environment"])

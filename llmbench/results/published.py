@@ -1,16 +1,31 @@
 """Published reference values (llmbench/reference/published.csv) as source="published" results.
 
+    llmbench results load-published --db runs.db
     python -c "from llmbench.results import ResultsDB, record_published; print(record_published(ResultsDB()))"
 
-Each CSV row is one published figure; its point holds the row id, so reloading the file replaces
-the same rows (idempotent) and a corrected value overwrites the old one.
+Each CSV row is one published figure, recorded under its Workload (`Workload.from_row`: system ->
+hardware, task -> suite, seq_len, devices, the layout columns), so it shares `workload_id` with
+the measured and predicted results of the same workload. Several published figures may describe
+one workload (samples/s and the epoch time of one run; MLPerf's offline and server scenarios), so
+the row id is the result's tag: reloading the file replaces the same rows (idempotent) and a
+corrected value overwrites the old one. The row id, citation, unit and notes are in `environment`.
+
+A row whose configuration is not a workload (a range of device counts, a precision llmbench does
+not know) is kept as a plain point (id, suite, model, hardware) with the reason in
+environment["not_a_workload"]: no published figure is dropped.
+
+The file read is `PUBLISHED_CSV`. published_v2.csv (issue 10: the same ids plus 13 more sources
+and the layout columns) reads through the same code (`record_published(db, PUBLISHED_V2_CSV)`);
+the default switches when perfmodel's validation does, so the report compares one set of rows.
 """
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-PUBLISHED_CSV = Path(__file__).resolve().parent.parent / "reference" / "published.csv"
+REFERENCE = Path(__file__).resolve().parent.parent / "reference"
+PUBLISHED_CSV = REFERENCE / "published.csv"
+PUBLISHED_V2_CSV = REFERENCE / "published_v2.csv"
 
 
 def _num(text: str):
@@ -26,28 +41,54 @@ def _num(text: str):
     return text
 
 
+def parse_range(value) -> tuple[float, float] | None:
+    """A published value as (low, high): '14000' -> (14000, 14000), '1.8-2.0' -> (1.8, 2.0), a
+    number -> (x, x); text that is neither (a trend) -> None. (perfmodel.validate.parse_value
+    reads the CSV cells the same way.)"""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value), float(value)
+    text = str(value).strip()
+    try:
+        return float(text), float(text)
+    except ValueError:
+        pass
+    parts = text.split("-")
+    if len(parts) == 2:
+        try:
+            return float(parts[0]), float(parts[1])
+        except ValueError:
+            return None
+    return None
+
+
 def published_rows(path: str | Path | None = None) -> list[dict]:
     """The rows of published.csv as dicts of str."""
     with open(path or PUBLISHED_CSV, newline="") as f:
         return list(csv.DictReader(f))
 
 
-def published_point(row: dict) -> dict:
-    """The point of one published row: suite is the task (train|infer), hardware the system."""
-    return {"published_id": row["id"], "suite": row["task"], "model": row["model"],
-            "hardware": row["system"], "task": row["task"], "precision": row["precision"] or None,
-            "batch": _num(row["batch"]), "seq": _num(row["seq_len"]),
-            "devices": _num(row["devices"])}
+def published_point(row: dict):
+    """(point, why not a workload): the Workload of one published row, or a plain point (id,
+    suite, model, hardware) and the one-line reason its configuration is not a workload."""
+    from llmbench.point import Workload
+
+    try:
+        return Workload.from_row(row), None
+    except (TypeError, ValueError) as e:  # BadInput is a ValueError
+        return ({"published_id": row["id"], "suite": row["task"], "model": row["model"],
+                 "hardware": row["system"]}, str(e))
 
 
 def record_published(db, path: str | Path | None = None) -> list[str]:
-    """Record every published row in `db` (source="published"); returns the keys."""
+    """Record every published row in `db` (source="published", tag = the row id); returns the
+    keys, one per row."""
     keys = []
-    for row in published_rows(path):
-        value = _num(row["value"])
-        metrics = {row["metric"]: value}
-        environment = {"reference": row["source"], "unit": row["unit"], "notes": row["notes"],
-                       "file": "llmbench/reference/published.csv"}
-        keys.append(db.record(published_point(row), source="published", metrics=metrics,
-                              environment=environment, study=None))
+    file = Path(path or PUBLISHED_CSV)
+    for row in published_rows(file):
+        point, why = published_point(row)
+        environment = {"id": row["id"], "reference": row["source"], "unit": row["unit"],
+                       "notes": row["notes"], "file": f"llmbench/reference/{file.name}",
+                       **({"not_a_workload": why} if why else {})}
+        keys.append(db.record(point, source="published", metrics={row["metric"]: _num(row["value"])},
+                              environment=environment, study=None, tag=row["id"]))
     return keys

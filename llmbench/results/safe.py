@@ -54,7 +54,7 @@ def check_writable(path: str | os.PathLike | None = None) -> Path:
         return db.path
 
 
-def record_or_save(db_path: str | os.PathLike | None, point: dict, **fields) -> str:
+def record_or_save(db_path: str | os.PathLike | None, point, **fields) -> str:
     """`ResultsDB(db_path).record(point, **fields)`; if that fails, the result goes to a side file
     and the BadInput raised names it. Returns the key when recorded."""
     path = default_path(db_path)
@@ -111,7 +111,28 @@ def load_saved(db_path: str | os.PathLike | None, side_file: str | os.PathLike) 
         raise BadInput(f"{side}: not a saved llmbench result")
     fields = {k: row[k] for k in ("source", "status", "metrics", "environment", "error", "study")
               if k in row}
-    made = make_row(row["point"], **fields, created_at=row.get("created_at"))
+    made = make_row(_point_of(row, side), **fields, created_at=row.get("created_at"))
+    if made["workload_id"] and _is_key(row.get("key")):
+        made["key"] = row["key"]  # a tagged result (e.g. a published row's id) keeps its key
     with ResultsDB(db_path) as db, db.transaction():
         db.put_row(made)
     return made["key"]
+
+
+def _point_of(row: dict, side: Path):
+    """The saved row's point: its Workload when it was a workload's result, else the dict."""
+    if not row.get("workload_id"):
+        return row["point"]
+    from llmbench.point import Workload
+
+    try:
+        w = Workload.from_dict(row["point"])
+    except (TypeError, ValueError) as e:
+        raise BadInput(f"{side}: the saved workload does not read back ({e})") from None
+    if w.id() != row["workload_id"]:
+        raise BadInput(f"{side}: the saved workload does not match its workload_id (edited?)")
+    return w
+
+
+def _is_key(key) -> bool:
+    return isinstance(key, str) and len(key) == 64 and all(c in "0123456789abcdef" for c in key)

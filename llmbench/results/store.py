@@ -1,17 +1,29 @@
 """SQLite store of every measured, predicted or published point (stdlib sqlite3, no torch).
 
+    from llmbench.point import Workload
     from llmbench.results.store import ResultsDB
+    w = Workload(suite="block", model="gpt2-xl", hardware="cpu", batch=8, seq_len=1024,
+                 precision="fp32")
     with ResultsDB("runs.db") as db:
-        key = db.record({"suite": "block", "model": "gpt2-xl", "hardware": "cpu", "batch": 8,
-                         "seq": 1024, "precision": "fp32"}, metrics={"fwd_time_s": 0.12})
+        key = db.record(w, metrics={"fwd_time_s": 0.12})      # key = w.key("measured")
         db.get(key)["metrics"]
+        db.query(workload_id=w.id())     # its measured, predicted and published results
     with ResultsDB("runs.db", readonly=True) as db:   # mode=ro: no journal switch, no CREATE
         db.query(status="ok")
 
-One row per point, keyed by `point_key(point, source)` = sha256 of the canonical JSON of the point
-and its source, so an interrupted sweep resumes (`db.has(key)`) and nothing is done twice. WAL mode
-and a busy timeout make several writer processes safe; every write is one transaction, so a
-process killed mid-write (SIGKILL) leaves either the whole row or none of it.
+One row per result. A result of a `Workload` (llmbench/point.py) is keyed by `w.key(source)`; its
+`point` column holds `w.to_dict()` and its `workload_id` column `w.id()` (indexed), so the
+measured, predicted and published results of one workload are joined by it. A result that is not
+a workload's (ceilings, a streaming run: a plain dict point) is keyed by `point_key(point, source)`
+and has no workload_id. `tag` tells apart results of one workload and source that differ in
+something the Workload does not hold (a published row's id). An interrupted sweep resumes
+(`db.has(key)`) and nothing is done twice. WAL mode and a busy timeout make several writer
+processes safe; every write is one transaction, so a process killed mid-write (SIGKILL) leaves
+either the whole row or none of it.
+
+Schema versions (`PRAGMA user_version`): 0 and 1 have no workload_id column; opening such a file
+for writing adds it (NULL for the old rows: their points predate the Workload) and stamps 2; a
+read-only open reads it as it is.
 
 The file is checked when it is opened (a directory, a missing parent, not SQLite, corrupt, another
 program's tables, a newer schema: `PRAGMA user_version`), and every `sqlite3.Error` or `OSError`
@@ -44,10 +56,13 @@ SOURCES = ("measured", "predicted", "published")
 #: crashed: that process died without recording a result (llmbench.results.claims)
 STATUSES = ("ok", "oom", "error", "skipped", "running", "crashed")
 COLUMNS = ("key", "study", "suite", "source", "model", "hardware", "status", "error", "point",
-           "metrics", "environment", "created_at")
+           "metrics", "environment", "created_at", "workload_id")
 _JSON_COLUMNS = ("point", "metrics", "environment")
-#: PRAGMA user_version of the files this code writes; 0 is the same layout before it was stamped
-SCHEMA_VERSION = 1
+#: PRAGMA user_version of the files this code writes. 0 (unstamped) and 1: the same layout without
+#: the workload_id column, which a writable open adds (`_migrate`)
+SCHEMA_VERSION = 2
+#: columns a file of an older version may lack (added by the migration)
+_ADDED_COLUMNS = {"workload_id": 2}
 
 _SCHEMA = {
     "results": """CREATE {temp} TABLE IF NOT EXISTS results (
@@ -62,7 +77,8 @@ _SCHEMA = {
         point TEXT NOT NULL,
         metrics TEXT NOT NULL,
         environment TEXT NOT NULL,
-        created_at TEXT NOT NULL)""",
+        created_at TEXT NOT NULL,
+        workload_id TEXT)""",
     # a point may belong to several studies (the same measurement is shared, never redone)
     "study_points": """CREATE {temp} TABLE IF NOT EXISTS study_points (
         study TEXT NOT NULL,
@@ -72,6 +88,7 @@ _SCHEMA = {
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS results_study ON results (study);
 CREATE INDEX IF NOT EXISTS results_model_hw ON results (model, hardware);
+CREATE INDEX IF NOT EXISTS results_workload ON results (workload_id);
 """
 _TABLES = {"results": COLUMNS, "study_points": ("study", "key")}
 
@@ -91,12 +108,21 @@ def _json_default(o):
     return str(o)
 
 
-def point_key(point: dict, source: str = "measured") -> str:
-    """sha256 hex of the canonical JSON of `point` plus `source`."""
+def point_key(point, source: str = "measured", tag: str | None = None) -> str:
+    """The key of a result: `point.key(source)` for a Workload (with `tag`: sha256 of that key and
+    the tag), else sha256 hex of the canonical JSON of the dict `point` plus `source`."""
+    if _is_workload(point):
+        key = point.key(source)
+        return key if tag is None else hashlib.sha256(f"{key}:{tag}".encode()).hexdigest()
     if not isinstance(point, dict):
-        raise ValueError(f"a point is a dict, got {type(point).__name__}")
-    text = canonical_json({"point": point, "source": source})
-    return hashlib.sha256(text.encode()).hexdigest()
+        raise ValueError(f"a point is a Workload or a dict, got {type(point).__name__}")
+    body = {"point": point, "source": source, **({"tag": tag} if tag is not None else {})}
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def _is_workload(point) -> bool:
+    """A llmbench.point.Workload (duck-typed: this module imports nothing of llmbench's above it)."""
+    return hasattr(point, "key") and hasattr(point, "id") and hasattr(point, "to_dict")
 
 
 def default_path(path: str | os.PathLike | None = None) -> Path:
@@ -208,6 +234,8 @@ def check_schema(path, con: sqlite3.Connection) -> tuple[int, set[str]]:
                        f"(its tables: {', '.join(sorted(tables)[:8])})")
     for name, cols in _TABLES.items():
         missing = set(cols) - tables.get(name, set(cols))
+        if version < SCHEMA_VERSION:
+            missing -= {c for c, v in _ADDED_COLUMNS.items() if v > version}
         if missing:
             raise BadInput(f"{path} is not an llmbench results database: its {name} table lacks "
                            f"column(s) {', '.join(sorted(missing))}")
@@ -226,6 +254,7 @@ class ResultsDB:
         self.readonly = readonly
         self.timeout_s = timeout_s
         self._con = None
+        self._select = ", ".join(f"r.{c}" for c in COLUMNS)
         self._open()
 
     @_guarded
@@ -240,16 +269,35 @@ class ResultsDB:
                 # a fresh empty file: empty TEMP tables stand in, so queries answer "nothing"
                 for name in set(_TABLES) - present:
                     self._con.execute(_SCHEMA[name].format(temp="TEMP"))
+                have = _tables(self._con).get("results", set())
+                self._select = ", ".join(f"r.{c}" if c in have else f"NULL AS {c}" for c in COLUMNS)
                 return
             self._retry(lambda: self._con.execute("PRAGMA journal_mode = WAL"))
             # NORMAL is durable against a killed process in WAL mode (only a power cut loses the tail)
             self._con.execute("PRAGMA synchronous = NORMAL")
+            if "results" in present:
+                self._migrate()
             script = ";\n".join(_SCHEMA[n].format(temp="") for n in _TABLES) + ";" + _INDEXES
             self._retry(lambda: self._con.executescript(script))
             if version != SCHEMA_VERSION:
                 self._retry(lambda: self._con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}"))
         except BaseException:
             self.close()
+            raise
+
+    def _migrate(self) -> None:
+        """Add the columns of newer schema versions to an older file, in one write transaction
+        (two processes opening an old file at once add each column once)."""
+        con = self._con
+        self._retry(lambda: con.execute("BEGIN IMMEDIATE"))
+        try:
+            have = _tables(con)["results"]
+            for col in _ADDED_COLUMNS:
+                if col not in have:
+                    con.execute(f"ALTER TABLE results ADD COLUMN {col} TEXT")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
             raise
 
     def _retry(self, fn, timeout_s: float | None = None):
@@ -310,12 +358,13 @@ class ResultsDB:
                 raise BadInput(explain(self.path, e)) from None
             raise
 
-    def record(self, point: dict, *, source: str = "measured", status: str = "ok",
+    def record(self, point, *, source: str = "measured", status: str = "ok",
                metrics: dict | None = None, environment: dict | None = None,
-               error: str | None = None, study: str | None = None) -> str:
-        """Insert or replace the result of `point` (one transaction); returns its key."""
+               error: str | None = None, study: str | None = None, tag: str | None = None) -> str:
+        """Insert or replace the result of `point` (a Workload, or a plain dict for what is not a
+        workload's result) in one transaction; returns its key."""
         row = make_row(point, source=source, status=status, metrics=metrics,
-                       environment=environment, error=error, study=study)
+                       environment=environment, error=error, study=study, tag=tag)
         with self.transaction():
             self.put_row(row)
         return row["key"]
@@ -323,7 +372,7 @@ class ResultsDB:
     def put_row(self, row: dict) -> None:
         """Write one decoded row as it is (inside `transaction()`); links its study."""
         self._writable()
-        values = [canonical_json(row[c] or {}) if c in _JSON_COLUMNS else row[c] for c in COLUMNS]
+        values = [canonical_json(row[c] or {}) if c in _JSON_COLUMNS else row.get(c) for c in COLUMNS]
         self._con.execute(f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}) "
                           f"VALUES ({', '.join('?' * len(COLUMNS))})", values)
         if row.get("study"):
@@ -357,28 +406,31 @@ class ResultsDB:
     @_guarded
     def get(self, key: str) -> dict | None:
         """The decoded row of `key`, or None if it was never recorded."""
-        cur = self._con.execute(f"SELECT {', '.join(COLUMNS)} FROM results WHERE key = ?", (key,))
+        cur = self._con.execute(f"SELECT {self._select} FROM results r WHERE r.key = ?", (key,))
         row = cur.fetchone()
         return self._decode(row) if row else None
 
     @_guarded
     def query(self, study: str | None = None, source: str | None = None, suite: str | None = None,
               model: str | None = None, hardware: str | None = None,
-              status: str | None = None) -> list[dict]:
+              status: str | None = None, workload_id: str | None = None) -> list[dict]:
         """Rows matching every given filter (None = any), oldest first, JSON fields decoded.
 
         `study` matches the points linked to that study (a shared point belongs to each study
-        that recorded it), not only the study that wrote the row last."""
+        that recorded it), not only the study that wrote the row last. `workload_id` gives the
+        measured, predicted and published results of one Workload (`w.id()`)."""
         where, args = [], []
+        if workload_id is not None and "NULL AS workload_id" in self._select:
+            return []  # an old file read as it is: no row has a workload id
         for col, val in (("source", source), ("suite", suite), ("model", model),
-                         ("hardware", hardware), ("status", status)):
+                         ("hardware", hardware), ("status", status), ("workload_id", workload_id)):
             if val is not None:
                 where.append(f"r.{col} = ?")
                 args.append(val)
         if study is not None:
             where.append("(r.study = ? OR r.key IN (SELECT key FROM study_points WHERE study = ?))")
             args += [study, study]
-        sql = f"SELECT {', '.join('r.' + c for c in COLUMNS)} FROM results r"
+        sql = f"SELECT {self._select} FROM results r"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY r.created_at, r.key"
@@ -389,6 +441,13 @@ class ResultsDB:
         """Study name -> number of linked points."""
         cur = self._con.execute("SELECT study, COUNT(*) FROM study_points GROUP BY study ORDER BY study")
         return dict(cur.fetchall())
+
+    @_guarded
+    def studies_of(self, key: str) -> list[str]:
+        """The studies a recorded point belongs to (the one that wrote it, and every link)."""
+        cur = self._con.execute("SELECT study FROM results WHERE key = ? AND study IS NOT NULL "
+                                "UNION SELECT study FROM study_points WHERE key = ?", (key, key))
+        return sorted(r[0] for r in cur.fetchall())
 
     @_guarded
     def count(self) -> int:
@@ -418,21 +477,25 @@ def open_readonly(path: str | os.PathLike | None = None, *, missing_ok: bool = F
     return ResultsDB(p, readonly=True)
 
 
-def make_row(point: dict, *, source: str = "measured", status: str = "ok",
+def make_row(point, *, source: str = "measured", status: str = "ok",
              metrics: dict | None = None, environment: dict | None = None,
-             error: str | None = None, study: str | None = None,
+             error: str | None = None, study: str | None = None, tag: str | None = None,
              created_at: str | None = None) -> dict:
-    """One decoded results row (what `get` returns), checked; `record` writes it."""
+    """One decoded results row (what `get` returns), checked; `record` writes it. `point` is a
+    Workload (point column = its to_dict(), workload_id = its id()) or a plain dict."""
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
     if status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
-    return {"key": point_key(point, source), "study": study,
+    key = point_key(point, source, tag)
+    workload_id = point.id() if _is_workload(point) else None
+    point = point.to_dict() if workload_id else point
+    return {"key": key, "study": study,
             "suite": _str_or_none(point.get("suite")), "source": source,
             "model": _str_or_none(point.get("model")),
             "hardware": _str_or_none(point.get("hardware")), "status": status, "error": error,
             "point": point, "metrics": metrics or {}, "environment": environment or {},
-            "created_at": created_at or now()}
+            "created_at": created_at or now(), "workload_id": workload_id}
 
 
 def _str_or_none(x) -> str | None:

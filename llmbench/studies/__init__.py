@@ -1,7 +1,10 @@
-"""Studies: the published benchmark studies as YAML specs -> points -> measured results.
+"""Studies: every plan of work. The published benchmark studies as YAML specs -> Workloads ->
+measured here (runner), predicted (the one planner, predict.py), compared with published values
+(validation.py); `reproduce` runs them all and hands the database to report/ to draw.
 
     llmbench study list
     llmbench study run transformer-block --quick
+    llmbench reproduce --quick --out out/
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Can this point run here? Device facts, a memory estimate from models/ counting, skip reasons.
+"""Can this workload run here? Device facts, a memory estimate from models/ counting, skip reasons.
 
     from llmbench.studies.feasibility import local_device, skip_reason
-    skip_reason(point, local_device("cpu"))   # -> None, or one line saying why not
+    skip_reason(w, local_device("cpu"))   # a resolved Workload -> None, or one line saying why not
 
 No torch import for the CPU (the facts come from /proc and os); an accelerator is described through
 llmbench.measure.device, which imports torch.
@@ -25,7 +25,8 @@ class LocalDevice:
     """torch device string: cpu, cuda:0, ..."""
     type: str
     hardware: str
-    """the `hardware` of measured points: 'cpu' or the accelerator's profile name"""
+    """the `hardware` of measured points: point.hardware_for_device ('cpu', the catalog entry
+    of an accelerator, else its name as a slug)"""
     name: str
     memory_bytes: float | None
     """memory one point may use: free RAM on a CPU, device memory on an accelerator"""
@@ -66,53 +67,54 @@ def local_device(device: str | None = None) -> LocalDevice:
         return local_device("cpu")
     import torch
 
+    from llmbench.point import hardware_for_device
+
     mod = getattr(torch, d.type, None)
     count = int(mod.device_count()) if mod is not None and hasattr(mod, "device_count") else 1
     total = dev.total_memory_bytes(d)
-    return LocalDevice(device=str(d), type=d.type, hardware=dev.profile_name(d),
+    return LocalDevice(device=str(d), type=d.type, hardware=hardware_for_device(d.type, dev.device_name(d)),
                        name=dev.device_name(d), memory_bytes=total, count=count)
 
 
-def estimate_memory_bytes(point: dict) -> float:
-    """Bytes one replica of the point needs: model state (weights, gradients, fp32 master and
-    Adam moments: ZeRO Sec. 3.1) plus saved activations (Korthikanti et al. 2022) plus logits."""
+def estimate_memory_bytes(w) -> float:
+    """Bytes one replica of a resolved Workload needs: model state (weights, gradients, fp32
+    master and Adam moments: ZeRO Sec. 3.1) plus the activations of one micro-batch (Korthikanti
+    et al. 2022) plus logits. (To be replaced by perfmodel's memory_per_device, one formula.)"""
     from llmbench.models.counting import (
         activation_bytes_per_layer, dtype_bytes, kv_cache_bytes_per_token, param_breakdown,
         param_count, training_memory_bytes,
     )
-    from llmbench.studies.spec import model_spec
 
-    spec = model_spec(point)
-    p = point.get("precision", "fp32")
+    spec = w.spec()
+    p = w.precision or "fp32"
     s = dtype_bytes(p)
-    b, t = point["batch"], point["seq"]
+    b = w.micro_steps(dp=w.devices or 1)[0] if w.suite in ("train", "genslm") else w.batch
+    t = w.seq_len
     act = activation_bytes_per_layer(spec, b, t, p)
-    suite = point["suite"]
-    if suite == "block":
+    if w.suite == "block":
         layer_params = param_breakdown(spec)["layers"] / spec.n_layers
         return layer_params * s * 2 + act * 2  # weights + grads; activations + their grads
-    if suite == "infer":
-        gen = point.get("gen_len", 0) or 0
-        kv = b * (t + gen) * kv_cache_bytes_per_token(spec, p) if gen else 0.0
+    if w.suite == "infer":
+        kv = b * (t + w.gen_len) * kv_cache_bytes_per_token(spec, p) if w.gen_len else 0.0
         return param_count(spec) * s + 2 * b * t * max(spec.d_ff, spec.d_model) * s + kv \
             + b * spec.vocab_size * 4.0 * (t if spec.head in ("lm", "mlm") else 0)
     logits = b * t * spec.vocab_size * (s + 4.0) if spec.head in ("lm", "mlm") else 0.0
     return training_memory_bytes(spec, p)["total"] + spec.n_layers * act + logits
 
 
-def skip_reason(point: dict, local: LocalDevice, *, force: bool = False) -> str | None:
-    """None when the point can run here, else one line saying why not."""
-    p = point.get("precision", "fp32")
+def skip_reason(w, local: LocalDevice, *, force: bool = False) -> str | None:
+    """None when the (resolved) Workload can run here, else one line saying why not."""
+    p = w.precision or "fp32"
     if p in UNSUPPORTED:
         return UNSUPPORTED[p]
     if local.type == "cpu" and p == "tf32":
         return "tf32 is a tensor-core mode; the CPU has none"
-    devices = int(point.get("devices", 1) or 1)
+    devices = w.devices or 1
     if devices > local.count:
         unit = "CPU cores" if local.type == "cpu" else f"{local.type} devices"
         return f"needs {devices} data-parallel processes; this machine has {local.count} {unit}"
     if local.memory_bytes:
-        need = estimate_memory_bytes(point)
+        need = estimate_memory_bytes(w)
         # on a CPU the replicas share the RAM; on accelerators each has its own memory
         need_here = need * (devices if local.type == "cpu" else 1)
         have = local.memory_bytes * MEMORY_HEADROOM

@@ -1,74 +1,166 @@
-"""Predict a study's full-size points on catalog hardware (analytical model, no torch) and record
-them as source="predicted", next to the measured and published values.
+"""The one prediction planner: what the analytical model predicts for a study, recorded as
+source="predicted" next to the measured and published results of the same Workloads.
 
-    llmbench study predict gas --hardware a100-40gb,cs2 --db runs.db
+    llmbench study predict gas --db runs.db                      # the study's predict: section
+    llmbench study predict gas --hardware h100-sxm,cs2 --db runs.db
 
-Train points go through `llmbench.perfmodel.predict_train` with the global batch = micro-batch x
-grad_accum x devices; BERT inference points through `predict_infer` (gen_len 0). The block suite
-has no analytical counterpart (one layer without embeddings or head) and is left out. A point the
-model says does not fit is recorded with status `oom`; a point it rejects, `skipped` with why.
+A study's `predict:` section (studies/specs/*.yaml) lists the catalog hardware it is drawn for and
+its own grid of full-size workloads; without one, the study's full-size points are predicted on
+`--hardware`, else on every catalog accelerator. Each workload is predicted by
+`llmbench.perfmodel.predict.predict(w)` on each hardware, with the one precision rule
+(`point.precision_for`: the workload's precision where the hardware has a peak for it, else the
+hardware's own; workloads that become the same are predicted once) and the one block rule (suite
+`block` is one layer: predict handles it). The recorded Workload says its hardware and precision;
+layout knobs left open stay open (the model chooses; the chosen values are in the metrics).
+
+A prediction whose workload does not fit the devices' memory is recorded as `oom` with its
+metrics (fits false); one the model rejects (a batch that does not split, an unknown model) as
+`skipped` with why; anything else as `error`: a sweep never stops on one point.
+`predict_measured(db)` predicts every measured workload on the hardware it was measured on, so
+measured and predicted results share a workload_id.
 """
 from __future__ import annotations
 
+import time
+
+from llmbench.point import Workload, precision_for
 from llmbench.results.store import ResultsDB
-from llmbench.studies.spec import get_study, model_spec
 
-FALLBACK_PRECISIONS = ("bf16", "cbf16", "fp16", "fp32")
-
-
-def hardware_precision(hw, precision: str) -> str:
-    """The point's precision if the hardware has a peak for it, else its first native one."""
-    if hw.peak(precision):
-        return precision
-    for p in FALLBACK_PRECISIONS:
-        if hw.peak(p):
-            return p
-    return precision
+#: the options of a prediction's command, in the order the captions show them
+_CMD_FIELDS = ("batch", "seq_len", "gen_len", "devices", "micro_batch", "grad_accum", "precision",
+               "sparsity", "head")
 
 
-def predict_point(point: dict, hw) -> tuple[str, dict, str | None]:
-    """(status, metrics, error) of one point on one HardwareSpec."""
-    from llmbench.perfmodel import predict_infer, predict_train
+def predict_command(w: Workload, dataset: str | None = None) -> str:
+    """The `llmbench predict|project ...` command of one prediction (the report's captions): the
+    fields the workload sets, layout knobs included; a resized model is said in words."""
+    d = {k: getattr(w, k) for k in _CMD_FIELDS
+         if getattr(w, k) not in (None, 0, 0.0) or (k == "gen_len" and w.suite == "infer")}
+    d.update({k: v for k, v in w.layout.to_dict().items() if v is not None})
+    opts = " ".join(f"--{'seq' if k == 'seq_len' else k.replace('_', '-')} {v}" for k, v in d.items())
+    if w.resize:
+        opts += " (model resized: " + ", ".join(f"{k}={v}" for k, v in w.resize.items()) + ")"
+    if dataset:
+        return f"llmbench project --model {w.model} --hardware {w.hardware} --dataset {dataset} {opts}"
+    cmd = "infer" if w.suite == "infer" else "train"
+    tail = " (suite block: one layer)" if w.suite == "block" else ""
+    return f"llmbench predict {cmd} --model {w.model} --hardware {w.hardware} {opts}{tail}"
 
-    spec = model_spec(point)
-    b, d, g = int(point["batch"]), int(point.get("devices", 1) or 1), int(point.get("grad_accum", 1) or 1)
+
+def predict_one(w: Workload, hw, dataset: str | None = None) -> tuple[str, dict, str | None]:
+    """(status, metrics, error) of one workload on one HardwareSpec (w.hardware is its name)."""
+    from llmbench.perfmodel.predict import predict
+
     try:
-        if point["suite"] == "train":
-            pred = predict_train(spec, hw, batch=b * g * d, seq=point["seq"], devices=d,
-                                 precision=point["precision"], grad_accum=g,
-                                 sparsity=float(point.get("sparsity", 0.0) or 0.0))
-        else:
-            pred = predict_infer(spec, hw, batch=b, prompt_len=point["seq"],
-                                 gen_len=int(point.get("gen_len", 0) or 0), precision=point["precision"])
-    except ValueError as e:
-        return "skipped", {}, str(e)
-    metrics = pred.to_dict()
-    return ("ok" if metrics.get("fits", True) else "oom"), metrics, \
-        (None if metrics.get("fits", True) else "does not fit in device memory (predicted)")
+        pred = predict(w, hw=hw)
+        metrics = _plain(pred.to_dict())
+        if dataset:
+            metrics.update(_project(pred, dataset))
+    except ValueError as e:  # BadInput too: the model says this workload cannot be predicted
+        return "skipped", {}, " ".join(str(e).split())[:300]
+    except Exception as e:  # noqa: BLE001 - a prediction that fails is a result, not a crash
+        return "error", {}, f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    if metrics.get("fits", True) is False:
+        return "oom", metrics, "does not fit in device memory (predicted)"
+    return "ok", metrics, None
+
+
+def _project(pred, dataset: str) -> dict:
+    """Time for one epoch of `dataset` at the predicted throughput (llmbench project)."""
+    from llmbench.perfmodel.project import get_dataset, project
+
+    out = project(get_dataset(dataset), pred)
+    return {"epoch_time_s": out["seconds"], "device_hours": out["device_hours"]}
+
+
+def _plain(d: dict) -> dict:
+    """numpy scalars as Python numbers (the results store writes JSON)."""
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in d.items()}
+
+
+def planned(spec, hardware: list[str] | None = None) -> list[tuple[Workload, object, str | None]]:
+    """(Workload with hardware and precision, HardwareSpec, dataset) of every prediction of a
+    study, in spec order, each workload once. `hardware` replaces the spec's lists."""
+    from llmbench.hardware import catalog, get_hardware
+
+    hws = {}
+    out, seen = [], set()
+    for pp in spec.predict_points():
+        names = hardware or list(pp.hardware) or [h for h, s in catalog().items() if s.kind != "cpu"]
+        for name in names:
+            hw = hws.setdefault(name, get_hardware(name))
+            w = pp.workload.with_(hardware=hw.name,
+                                  precision=precision_for(hw, pp.workload.precision))
+            mark = (w.id(), pp.dataset)
+            if mark not in seen:
+                seen.add(mark)
+                out.append((w, hw, pp.dataset))
+    return out
+
+
+def record_prediction(store: ResultsDB, w: Workload, hw, study: str, dataset: str | None = None,
+                      env: dict | None = None) -> str:
+    """Predict one workload and record it (source predicted, linked to `study`); returns the key.
+    A projection is tagged with its data set (the workload alone does not say it)."""
+    from llmbench import __version__
+
+    status, metrics, error = predict_one(w, hw, dataset)
+    environment = {"command": predict_command(w, dataset), "tool": f"llmbench {__version__} perfmodel",
+                   "study": study, **({"dataset": dataset} if dataset else {}), **(env or {})}
+    return store.record(w, source="predicted", status=status, metrics=metrics, error=error,
+                        environment=environment, study=study,
+                        tag=f"dataset={dataset}" if dataset else None)
 
 
 def predict_study(name: str, hardware: list[str] | None = None, db: str | None = None) -> dict:
-    """Record predictions for every full-size point of the study on each hardware."""
-    from llmbench.hardware import catalog, get_hardware
+    """Record the predictions of one study; a summary with every recorded row."""
+    from llmbench.studies.spec import get_study
 
     study = get_study(name)
-    hws = [get_hardware(h) for h in hardware] if hardware else \
-        [hw for hw in catalog().values() if hw.kind != "cpu"]
-    rows, left_out = [], 0
     with ResultsDB(db) as store:
-        for point in study.points(quick=False):
-            if point["suite"] == "block":
-                left_out += 1
-                continue
-            for hw in hws:
-                p = {**point, "hardware": hw.name, "precision": hardware_precision(hw, point["precision"])}
-                status, metrics, error = predict_point(p, hw)
-                key = store.record(p, source="predicted", status=status, metrics=metrics, error=error,
-                                   environment={"model": "llmbench.perfmodel", "study": study.name},
-                                   study=study.name)
-                rows.append(store.get(key))
+        keys = [record_prediction(store, w, hw, study.name, ds) for w, hw, ds in planned(study, hardware)]
+        rows = [store.get(k) for k in keys]
         db_path = str(store.path)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "oom", "skipped")}
-    return {"study": study.name, "hardware": [hw.name for hw in hws], "db": db_path,
-            "predicted": len(rows), "block_points_left_out": left_out, "counts": counts,
-            "results": rows}
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "oom", "skipped", "error")}
+    return {"study": study.name, "hardware": sorted({r["hardware"] for r in rows}), "db": db_path,
+            "predicted": len(rows), "counts": counts, "results": rows}
+
+
+def predict_all(store: ResultsDB, studies=None, *, log=print) -> dict:
+    """Every study's predictions into `store`; a one-line count per status."""
+    from llmbench.studies.spec import studies as all_studies
+
+    t0, counts, n = time.perf_counter(), {}, 0
+    for study in (studies or all_studies().values()):
+        for w, hw, ds in planned(study):
+            row = store.get(record_prediction(store, w, hw, study.name, ds))
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+            n += 1
+    dt = time.perf_counter() - t0
+    log(f"predicted {n} workloads in {dt:.1f} s: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    return {"n": n, "counts": counts, "seconds": dt}
+
+
+def predict_measured(store: ResultsDB, *, log=print) -> int:
+    """Predict every measured workload (status ok) on the hardware it was measured on ('cpu', or
+    the accelerator's catalog entry), linked to the studies that measured it: the measured and
+    predicted results of one Workload share its workload_id. Rows whose hardware the catalog
+    does not know are left out (and counted)."""
+    from llmbench.hardware import get_hardware
+
+    n, unknown = 0, set()
+    for r in store.query(source="measured", status="ok"):
+        if not r.get("workload_id"):
+            continue  # ceilings, streaming runs: not a workload's result
+        w = Workload.from_dict(r["point"])
+        try:
+            hw = get_hardware(w.hardware)
+        except ValueError:
+            unknown.add(w.hardware)
+            continue
+        for study in store.studies_of(r["key"]) or ["measured"]:
+            record_prediction(store, w, hw, study, env={"predicts": "measured"})
+        n += 1
+    log(f"  this machine: predicted {n} measured workloads"
+        + (f"; no catalog entry for {', '.join(sorted(unknown))}" if unknown else ""))
+    return n

@@ -2,10 +2,14 @@
 
     llmbench study run transformer-block --quick --device cpu --db runs.db
 
-Every point is recorded in the results store the moment it finishes (ok, oom, error) or is
-skipped (with its reason), keyed by its full configuration. A rerun skips points already recorded
-as ok, oom or skipped, so after Ctrl-C or SIGKILL rerunning the same command finishes the study
-without redoing or losing a point; points that ended in `error` are tried again.
+Each point of the spec (a Workload and its RunOptions, studies/spec.py) is resolved for this
+machine first (`resolve`: the hardware here, its precision when the spec leaves it open, the
+devices, and the micro-batch and micro-steps of a training batch): that Workload is what the
+point is recorded under (`ResultsDB.record(w)`, key `w.key("measured")`), so a plan knows each
+key before anything runs. Every point is recorded the moment it finishes (ok, oom, error) or is
+skipped (with its reason). A rerun skips points already recorded as ok, oom or skipped, so after
+Ctrl-C or SIGKILL rerunning the same command finishes the study without redoing or losing a
+point; points that ended in `error` are tried again.
 
 Before a point runs it is claimed (llmbench.results.claims): marked `running` with this process's
 pid, host and start time in one BEGIN IMMEDIATE transaction. So a point that kills its process
@@ -14,35 +18,38 @@ pid, host and start time in one BEGIN IMMEDIATE transaction. So a point that kil
 twice (a point running in a live process, or recorded since this run started, is left alone).
 Ctrl-C or SIGTERM during a point puts its row back as it was.
 
-Points run through `llmbench.measure.suites.run_suite(suite, config) -> {status, metrics, error,
-environment}`. Tests swap in a fast fake suite with `--suite-module` or $LLMBENCH_SUITE_MODULE
-(a module defining the same `run_suite`).
+Points run through `llmbench.measure.suites.run_workload(w, run) -> (w as measured, {status,
+metrics, error, environment})`; a data-parallel point through torchrun (studies/ddp.py). Tests
+swap in a fast fake with `--suite-module` or $LLMBENCH_SUITE_MODULE (a module defining the same
+`run_workload`).
 """
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from llmbench.errors import BadInput
+from llmbench.measure.options import RunOptions
+from llmbench.point import Workload, precision_for
 from llmbench.results.claims import LEAVE, RUN, SKIP, claim, crashed_row, describe_holder, \
     holder_alive, release
-from llmbench.results.store import ResultsDB, now, point_key
+from llmbench.results.store import ResultsDB, now
+from llmbench.studies.ddp import launch, load_run_workload
 from llmbench.studies.feasibility import LocalDevice, local_device, skip_reason
 from llmbench.studies.spec import StudySpec, get_study
 
-SUITE_MODULE = "llmbench.measure.suites"
-SUITE_ENV = "LLMBENCH_SUITE_MODULE"
 DONE = ("ok", "oom", "skipped")  # recorded outcomes a rerun does not redo
-_NOT_CONFIG = ("suite", "hardware", "devices")
+#: suites whose batch is split into data-parallel replicas and micro-steps
+TRAINING = ("train", "genslm")
 
 
 @dataclass
 class PlannedPoint:
-    point: dict
+    workload: Workload
+    """resolved for this machine: what the point is recorded under"""
+    run: RunOptions
     key: str
     action: str
     """run | skip | done (recorded as ok/oom/skipped) | busy (running in a live process) |
@@ -62,16 +69,35 @@ class StudyPlan:
         return sum(p.action == action for p in self.points)
 
 
-def load_run_suite(module: str | None = None):
-    """`run_suite` of the measure suites, or of the module given (tests: a fake fast suite)."""
-    name = module or os.environ.get(SUITE_ENV) or SUITE_MODULE
+def resolve(w: Workload, local: LocalDevice) -> Workload:
+    """The workload as this machine measures it: its hardware, the precision (the spec's, else
+    the hardware's: point.precision_for), the devices (1 unless the spec says), and for training
+    the micro-batch and micro-steps of the global batch (Workload.micro_steps, the one rule)."""
+    w = w.with_(hardware=local.hardware, precision=w.precision or _precision_here(local),
+                devices=w.devices or 1)
+    if w.suite in TRAINING:
+        micro, grad_accum = w.micro_steps(dp=w.devices)
+        w = w.with_(micro_batch=micro, grad_accum=grad_accum)
+    return w
+
+
+def _precision_here(local: LocalDevice) -> str:
+    from llmbench.hardware import get_hardware
+
     try:
-        mod = importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        raise BadInput(f"cannot import the suite module {name!r} ({e.msg})") from None
-    if not hasattr(mod, "run_suite"):
-        raise BadInput(f"suite module {name!r} has no run_suite(suite, config)")
-    return mod.run_suite
+        return precision_for(get_hardware(local.hardware))
+    except ValueError:  # an accelerator without a catalog entry: as llmbench.measure does
+        return "fp32" if local.type == "cpu" else "bf16"
+
+
+def run_options(p_run: RunOptions, w: Workload, local: LocalDevice) -> RunOptions:
+    """The point's RunOptions on this device. A data-parallel training point measures its own
+    one-process baseline inside the same torchrun launch (rank 0 alone, same threads per
+    process, same machine load), so the scaling efficiency compares like with like; a 1-device
+    row recorded earlier, under another load and thread count, gave efficiencies of 2-6 on a
+    shared 2-core CPU."""
+    baseline = (w.devices or 1) > 1 and w.suite in TRAINING
+    return replace(p_run, device=local.device, baseline=baseline or p_run.baseline)
 
 
 def plan_study(spec: StudySpec, db: ResultsDB, *, quick: bool = False, device: str | None = None,
@@ -82,19 +108,24 @@ def plan_study(spec: StudySpec, db: ResultsDB, *, quick: bool = False, device: s
     `redo` plans every point again (re-measure what is recorded, e.g. after a noisy run)."""
     local = local or local_device(device)
     plan = StudyPlan(spec=spec, quick=quick, local=local)
-    for point in spec.points(quick=quick, hardware=local.hardware):
-        key = point_key(point, "measured")
+    seen = set()
+    for sp in spec.points(quick=quick):
+        w = resolve(sp.workload, local)
+        key = w.key("measured")
+        if key in seen:  # two spec points that are one workload here (run options aside)
+            continue
+        seen.add(key)
         row = db.get(key)
         if row is not None and row["status"] == "running" \
                 and not holder_alive(row["environment"].get("claim")):
             row = crashed_row(row)  # what the next claim will write
-        action, reason = decide(row, point, local, force=force, redo=redo,
-                                retry_crashed=retry_crashed)
-        plan.points.append(PlannedPoint(point, key, action, reason, row["status"] if row else None))
+        action, reason = decide(row, w, local, force=force, redo=redo, retry_crashed=retry_crashed)
+        plan.points.append(PlannedPoint(w, run_options(sp.run, w, local), key, action, reason,
+                                        row["status"] if row else None))
     return plan
 
 
-def decide(row: dict | None, point: dict, local: LocalDevice, *, force: bool = False,
+def decide(row: dict | None, w: Workload, local: LocalDevice, *, force: bool = False,
            redo: bool = False, retry_crashed: bool = False,
            started: str | None = None) -> tuple[str, str | None]:
     """The action for one point given its recorded row: (run | skip | done | busy | crashed, why).
@@ -109,55 +140,36 @@ def decide(row: dict | None, point: dict, local: LocalDevice, *, force: bool = F
             return "crashed", row["error"]
         if status in DONE and not redo and not (force and status == "skipped"):
             return "done", row["error"]
-    reason = skip_reason(point, local, force=force)
+    reason = skip_reason(w, local, force=force)
     return ("skip", reason) if reason else ("run", None)
 
 
 _CLAIM_ACTION = {"run": RUN, "skip": SKIP}
 
 
-def suite_config(point: dict, local: LocalDevice) -> dict:
-    """The config handed to run_suite: the point's workload fields, the resized model's sizes as
-    top-level keys (n_layers, d_model, ...: llmbench.measure.common.model_from_config) and the
-    torch device. `devices` is not passed: more than one runs through torchrun (studies/ddp.py)."""
-    cfg = {k: v for k, v in point.items() if k not in _NOT_CONFIG}
-    cfg.update(cfg.pop("resize", None) or {})
-    cfg["device"] = local.device
-    return cfg
-
-
-def run_one(run_suite, point: dict, local: LocalDevice, *, suite_module: str | None = None,
-            extra: dict | None = None) -> dict:
-    """Run one point; any exception becomes an `error` result (one line), never a crash."""
-    config = {**suite_config(point, local), **(extra or {})}
+def run_one(run_workload, w: Workload, run: RunOptions, *,
+            suite_module: str | None = None) -> tuple[Workload, dict]:
+    """Measure one point: (the workload as measured, result); any exception becomes an `error`
+    result (one line), never a crash. More than one device runs through torchrun. The hardware
+    is left to the measurement to detect (point.hardware_for_device, as `resolve` named it): a
+    named one is also the datasheet MFU is taken against, and a CPU has none (its catalog entry
+    is a placeholder, or this machine's measured ceilings: MFU stays None, DESIGN.md)."""
+    here = w.with_(hardware=None)
     try:
-        if int(point.get("devices", 1) or 1) > 1:
-            from llmbench.studies.ddp import launch
-
-            res = launch(config, int(point["devices"]), suite_module=suite_module)
+        if (w.devices or 1) > 1:
+            measured, res = launch(here, run, suite_module=suite_module)
         else:
-            res = run_suite(point["suite"], config)
+            measured, res = run_workload(here, run)
     except MemoryError as e:
-        return {"status": "oom", "metrics": {}, "error": f"MemoryError: {e}", "environment": {}}
+        return w, {"status": "oom", "metrics": {}, "error": f"MemoryError: {e}", "environment": {}}
     except Exception as e:  # a broken point must not stop the sweep
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return {"status": "error", "metrics": {}, "error": f"{type(e).__name__}: {msg}",
-                "environment": {}}
+        return w, {"status": "error", "metrics": {}, "error": f"{type(e).__name__}: {msg}",
+                   "environment": {}}
     if not isinstance(res, dict) or res.get("status") not in ("ok", "oom", "error"):
-        return {"status": "error", "metrics": {}, "environment": {},
-                "error": f"run_suite returned no valid status: {str(res)[:200]}"}
-    return res
-
-
-def baseline_for(store: ResultsDB, point: dict) -> dict:
-    """For a data-parallel point, ask the suite to measure its own one-process baseline inside the
-    same torchrun launch (rank 0 alone, same threads per process, same machine load), so the
-    scaling efficiency compares like with like; a 1-device row recorded earlier, under another
-    load and thread count, gave efficiencies of 2-6 on a shared 2-core CPU."""
-    del store
-    if int(point.get("devices", 1) or 1) <= 1 or point["suite"] != "train":
-        return {}
-    return {"baseline": True}
+        return w, {"status": "error", "metrics": {}, "environment": {},
+                   "error": f"run_workload returned no valid status: {str(res)[:200]}"}
+    return measured if isinstance(measured, Workload) else w, res
 
 
 def run_study(name: str, *, quick: bool = False, device: str | None = None,
@@ -181,7 +193,7 @@ def run_study(name: str, *, quick: bool = False, device: str | None = None,
         opts = {"force": force, "redo": redo, "retry_crashed": retry_crashed, "started": started}
         with _progress(progress, len(plan.points)) as bar:
             for p in plan.points:
-                bar.describe(f"{spec.name}: {describe(p.point)}")
+                bar.describe(f"{spec.name}: {describe(p.workload)}")
                 if p.action == "done":
                     store.link(spec.name, p.key)
                 else:
@@ -197,35 +209,37 @@ def _claim_and_run(store: ResultsDB, spec: StudySpec, p: PlannedPoint, local: Lo
     """Claim one point (or record its skip, or leave it), measure it, record the result. The plan
     was made before; the claim decides again inside its transaction (another run may have moved)."""
     def choose(row):
-        action, reason = decide(row, p.point, local, **opts)
+        action, reason = decide(row, p.workload, local, **opts)
         p.action, p.reason = action, reason
         return _CLAIM_ACTION.get(action, LEAVE), reason
 
-    action, _, before = claim(store, p.point, choose, study=spec.name, environment=env)
+    env = {**env, "run": asdict(p.run)}
+    action, _, before = claim(store, p.workload, choose, study=spec.name, environment=env)
     if action == LEAVE:
         store.link(spec.name, p.key)
     if action != RUN:
         return
     try:
-        res = run_one(suite.get(), p.point, local, suite_module=suite.module,
-                      extra=baseline_for(store, p.point))
+        measured, res = run_one(suite.get(), p.workload, p.run, suite_module=suite.module)
     except BaseException:  # Ctrl-C, SIGTERM: no result, so the row goes back to what it was
-        release(store, p.point, before)
+        release(store, p.workload, before)
         raise
-    store.record(p.point, status=res["status"], metrics=res.get("metrics") or {},
+    if measured.id() != p.workload.id():  # recorded under the planned key all the same
+        env["measured_as"] = measured.to_dict()
+    store.record(p.workload, status=res["status"], metrics=res.get("metrics") or {},
                  error=res.get("error"), environment={**env, **(res.get("environment") or {})},
                  study=spec.name)
 
 
 class _Suite:
-    """run_suite, imported on first use (a run whose points are all recorded imports nothing)."""
+    """run_workload, imported on first use (a run whose points are all recorded imports nothing)."""
 
     def __init__(self, module: str | None):
         self.module, self._fn = module, None
 
     def get(self):
         if self._fn is None:
-            self._fn = load_run_suite(self.module)
+            self._fn = load_run_workload(self.module)
         return self._fn
 
 
@@ -279,12 +293,15 @@ def summary(plan: StudyPlan, rows: list[dict], db_path: str) -> dict:
             "counts": counts, "results": rows}
 
 
-def describe(point: dict) -> str:
-    parts = [point["model"] + ("*" if point.get("resize") else "")]
-    for k in ("batch", "seq", "precision", "grad_accum", "devices", "sparsity"):
-        if k in point and not (k in ("grad_accum", "devices") and point[k] == 1) \
-                and not (k == "sparsity" and not point[k]):
-            parts.append(f"{k}={point[k]}")
+def describe(w: Workload) -> str:
+    """'gpt2-xl* batch=8 seq_len=128 precision=fp32 grad_accum=2': a shrunk model has a star;
+    devices and grad_accum of 1, no sparsity, no generated tokens are left out."""
+    parts = [w.model + ("*" if w.resize else "")]
+    for k in ("batch", "seq_len", "gen_len", "precision", "grad_accum", "devices", "sparsity"):
+        v = getattr(w, k)
+        if v is not None and not (k in ("grad_accum", "devices") and v == 1) \
+                and not (k in ("sparsity", "gen_len") and not v):
+            parts.append(f"{k}={v}")
     return " ".join(parts)
 
 

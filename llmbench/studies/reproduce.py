@@ -1,11 +1,13 @@
-"""`llmbench reproduce`: measure here, predict every catalog accelerator, compare with published.csv,
-store it all in the results database, print the summary tables and write DIR/report.html.
+"""`llmbench reproduce`: measure here, predict what every study's `predict:` section plans,
+compare with published.csv, store it all in the results database, then let report/ print the
+summary tables and write DIR/report.html.
 
     llmbench reproduce --quick --out out/       # `make reproduce`; < 10 minutes on a 2-core CPU
 
 Each measured piece runs as its own `llmbench` subprocess under a time budget (seconds, printed),
 so one slow or failing piece costs at most its budget and never the report: a study cut short keeps
 the points it finished (the results database is keyed per point, and rerunning resumes it).
+Predictions (studies/predict.py) and the validation (studies/validation.py) run in process.
 """
 from __future__ import annotations
 
@@ -18,10 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tables import MEASURED_STUDIES
-
-REPORT_STUDIES = MEASURED_STUDIES + ("streaming", "gpt2xl-scaling", "time-to-train", "llm-inference",
-                                     "validation", "validation-trends")
+from llmbench.report.rows import flat_ceilings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +35,8 @@ class Step:
 
 
 def measure_plan(quick: bool = True) -> list[Step]:
-    """The measured pieces, cheapest first; budgets sum to ~7 minutes (the rest: predict + report)."""
+    """The measured pieces, cheapest first; budgets sum to ~7 minutes (the rest: predict + report).
+    Every shipped study with points to measure has its budget here (tests/test_report.py checks)."""
     q = ("--quick",) if quick else ()
     # 3 repeats of the square GEMM in quick mode: on a loaded 2-core CPU 5 did not fit 35 s
     repeats = ("--repeats", "3") if quick else ()
@@ -140,60 +140,10 @@ def record_ceilings(db, result: dict) -> None:
                   environment={"command": result["command"]})
 
 
-def flat_ceilings(data) -> dict:
-    """gemm_<dtype>_flops_per_s and copy_bandwidth_bytes_per_s (best of the repeats, as the saved
-    hardware profile uses) from `llmbench measure ceilings --json` (TFLOP/s and GB/s there)."""
-    out = {}
-    if not isinstance(data, dict):
-        return out
-    for dt, v in (data.get("gemm") or {}).items():
-        if isinstance(v, dict) and isinstance(v.get("max"), (int, float)):
-            out[f"gemm_{dt}_flops_per_s"] = v["max"] * 1e12
-            out[f"gemm_{dt}_flops_per_s_median"] = v.get("median", v["max"]) * 1e12
-    copy = data.get("copy") or {}
-    if isinstance(copy, dict) and isinstance(copy.get("max"), (int, float)):
-        out["copy_bandwidth_bytes_per_s"] = copy["max"] * 1e9
-    return out
-
-
-def predict_measured_here(db, *, log=print) -> int:
-    """Predict every measured point on the hardware it was measured on (`cpu`, or the accelerator's
-    catalog name), so the report shows measured and predicted side by side, same configuration."""
-    from llmbench.hardware import catalog
-    from llmbench.hardware.spec import catalog_name_for_device
-
-    from .sweeps import Pred, run_predictions
-
-    known = catalog()
-
-    preds = []
-    for r in db.query(source="measured", status="ok"):
-        pt, study = r.get("point") or {}, r.get("study")
-        suite = pt.get("suite")
-        if suite not in ("block", "train", "infer") or not study or not pt.get("model"):
-            continue
-        keep = ("batch", "seq", "precision", "devices", "grad_accum", "sparsity", "resize")
-        args = {k: pt[k] for k in keep if pt.get(k) is not None}
-        if suite == "train":  # measured batch: sequences per replica per micro-step; perfmodel's: global
-            args["batch"] = int(pt.get("batch", 1)) * int(pt.get("grad_accum", 1) or 1) \
-                * int(pt.get("devices", 1) or 1)
-        if suite == "infer":
-            args = {"batch": pt.get("batch", 1), "prompt_len": pt.get("seq", 128),
-                    "gen_len": pt.get("gen_len", 0) or 0, "precision": pt.get("precision", "fp32"),
-                    **({"resize": pt["resize"]} if pt.get("resize") else {})}
-        hw = r.get("hardware") or "cpu"
-        if hw not in known:  # a GPU measured as e.g. 'nvidia-h200': its datasheet entry
-            hw = catalog_name_for_device(hw) or "cpu"
-        preds.append(Pred(study=study, kind=suite, model=pt["model"], hardware=hw, args=args,
-                          mirrors_measured=True))
-    if preds:
-        run_predictions(db, preds, log=lambda m: log("  this machine: " + m))
-    return len(preds)
-
-
 def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str | Path | None = None,
               measure: bool = True, predict: bool = True, log=print, console=None) -> dict:
     """The whole job; returns a summary (timings, counts, report path)."""
+    from llmbench.report.html import report
     from llmbench.results import record_published
     from llmbench.results.store import ResultsDB, default_path
 
@@ -234,36 +184,21 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
 
 
 def _predict_all(db, *, log=print) -> list[dict]:
-    from .sweeps import plan, run_predictions
-    from .validation import record_validation
+    from llmbench.studies.predict import predict_all, predict_measured
+    from llmbench.studies.validation import record_validation
 
     timings = []
     t0 = time.monotonic()
-    log("predicting the seed studies for the catalog accelerators:")
-    res = run_predictions(db, plan(), log=lambda m: log("  " + m))
+    log("predicting what each study's predict: section plans (catalog accelerators):")
+    res = predict_all(db, log=lambda m: log("  " + m))
+    bad = {k: v for k, v in res["counts"].items() if k == "error"}
     timings.append({"step": "predict", "seconds": time.monotonic() - t0,
-                    "status": "ok" if not res["errors"] else f"errors: {res['errors']}"})
+                    "status": "ok" if not bad else f"errors: {bad['error']}"})
     t0 = time.monotonic()  # also with --no-measure: the database may hold earlier measurements
-    n = predict_measured_here(db, log=log)
+    n = predict_measured(db, log=log)
     timings.append({"step": "predict measured points", "seconds": time.monotonic() - t0,
                     "status": f"{n} measured points predicted"})
     t0 = time.monotonic()
     status = record_validation(db, log=lambda m: log("  " + m))
     timings.append({"step": "validate", "seconds": time.monotonic() - t0, "status": status})
     return timings
-
-
-def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, console=None) -> dict:
-    """Tables in the terminal and DIR/report.html from whatever `db` holds."""
-    from .html import build_report
-    from .rows import Data
-    from .tables import all_tables, print_tables
-
-    data = Data.from_db(db, REPORT_STUDIES)
-    tables = all_tables(data)
-    print_tables(tables, console)
-    path = build_report(data, out_dir, meta=meta, log=log)
-    counts = {s: sum(1 for r in data.all if r.get("source") == s)
-              for s in ("measured", "predicted", "published")}
-    return {"report": str(path), "rows": counts,
-            "images": sorted(p.name for p in (Path(out_dir) / "img").glob("*.png"))}

@@ -1,0 +1,208 @@
+"""The floors of llmbench and who imports whom (docs/architecture.md), checked on the source: every
+import statement, at module level or inside a function, read with `ast` (nothing is imported).
+
+    .venv/bin/python -m pytest -q tests/test_architecture.py
+    .venv/bin/python tests/test_architecture.py      # prints the table docs/architecture.md holds
+
+Rules: no module imports a floor above its own; report/ imports no engine, no studies/ and no
+subprocess; an area's cli.py imports llmbench/_cliutil.py, never llmbench/cli.py; no import circle
+between areas, and none between modules but the few listed in KNOWN_CIRCLES.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "llmbench"
+DOC = ROOT / "docs" / "architecture.md"
+
+#: area -> floor; a module may import its own floor and the floors below it
+FLOORS = {
+    "llmbench": 0, "errors": 0, "units": 0, "_toml": 0,    # the ground: helpers, no llmbench import
+    "models": 1, "hardware": 1, "data": 1,                 # what runs and where: pure data, counting
+    "point": 2,                                            # the vocabulary: Workload, METRICS
+    "results": 3,                                          # the store of every result
+    "perfmodel": 4, "measure": 4, "streaming": 4,          # the three engines
+    "report": 5,                                           # draws what results/ holds
+    "studies": 6,                                          # every plan: specs, predict, reproduce
+    "cli": 7, "_cliutil": 7, "__main__": 7,                # the roof: one CLI front end
+}
+ROOF = 7
+ENGINES = ("perfmodel", "measure", "streaming")
+#: module circles inside an area (function-level imports), known and left to their areas' owners;
+#: a new circle fails the test
+KNOWN_CIRCLES = [
+    {"llmbench.hardware.spec", "llmbench.hardware.userfile"},
+    {"llmbench.models", "llmbench.models.counting", "llmbench.models.moe"},
+    {"llmbench.measure.mla", "llmbench.measure.modeling", "llmbench.measure.moe"},
+]
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def imports(path: Path, mods, text: str | None = None) -> set[str]:
+    """Every module (llmbench's or not) an import statement of `path` (or of `text`) names."""
+    name = _name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text, str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            out.add(target)
+            out |= {f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods}
+    return out
+
+
+def report_violations(sources: dict[Path, str | None]) -> list[str]:
+    """What report/ modules import that they must not: an engine, studies/, subprocess."""
+    mods = modules()
+    bad = []
+    for path, text in sources.items():
+        for d in imports(path, mods, text):
+            top = d.split(".")
+            if d == "subprocess" or (top[0] == "llmbench" and len(top) > 1 and top[1] in ENGINES + ("studies",)):
+                bad.append(f"{_name(path)} imports {d}")
+    return bad
+
+
+def graph() -> dict[str, set[str]]:
+    """llmbench module -> the llmbench modules it imports."""
+    mods = modules()
+    return {m: {d for d in imports(p, mods) if d in mods and d != m} for m, p in mods.items()}
+
+
+def area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "llmbench"
+
+
+def is_area_cli(module: str) -> bool:
+    return module.endswith(".cli") and module.count(".") == 2
+
+
+def floor(module: str) -> int:
+    return ROOF if is_area_cli(module) else FLOORS[area(module)]
+
+
+def area_graph() -> dict[str, set[str]]:
+    """area -> areas its modules import (the area CLIs counted as the roof's, apart)."""
+    out: dict[str, set[str]] = {}
+    for m, deps in graph().items():
+        src = f"{area(m)}/cli.py" if is_area_cli(m) else area(m)
+        out.setdefault(src, set()).update(area(d) for d in deps if area(d) != area(m))
+    return out
+
+
+def table() -> str:
+    """The who-imports-whom table of docs/architecture.md (floors from the top); an area's cli.py
+    (the roof's part of the area) in its own column."""
+    g = area_graph()
+    rows = ["| floor | area | its modules import | its cli.py imports |", "| ---: | --- | --- | --- |"]
+    for a in sorted((a for a in g if "/" not in a), key=lambda a: (-FLOORS[a], a)):
+        cli = g.get(f"{a}/cli.py")
+        rows.append(f"| {FLOORS[a]} | {a} | {', '.join(sorted(g[a])) or '-'} | "
+                    f"{', '.join(sorted(cli)) if cli is not None else ''} |")
+    return "\n".join(rows)
+
+
+def circles(g: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in list(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+# ---------------------------------------------------------------- the tests
+
+def test_every_area_has_a_floor():
+    assert {area(m) for m in modules()} <= set(FLOORS)
+
+
+def test_no_upward_import():
+    up = [f"{m} ({floor(m)}) imports {d} ({floor(d)})" for m, deps in graph().items() for d in deps
+          if floor(d) > floor(m) and not (is_area_cli(m) and d == "llmbench._cliutil")]
+    assert not up, "\n".join(up)
+
+
+def test_report_only_draws():
+    sources = {p: None for m, p in modules().items() if area(m) == "report"}
+    assert len(sources) >= 9 and report_violations(sources) == []
+
+
+def test_area_clis_use_cliutil_never_the_front_end():
+    g = graph()
+    clis = [m for m in g if is_area_cli(m)]
+    assert len(clis) >= 8
+    assert not [m for m in g if "llmbench.cli" in g[m] and m not in ("llmbench.__main__",)]
+    assert all("llmbench._cliutil" in g[m] for m in clis), [m for m in clis if "llmbench._cliutil" not in g[m]]
+
+
+def test_no_circle_between_areas():
+    g = {a: {d for d in deps if "/" not in d} for a, deps in area_graph().items() if "/" not in a}
+    assert circles(g) == []
+
+
+def test_no_new_module_circle():
+    found = circles(graph())
+    assert not [c for c in found if c not in KNOWN_CIRCLES], found
+    assert not [c for c in found if area(next(iter(c))) in ("report", "studies", "results", "point")]
+
+
+def test_the_table_in_docs_is_the_code():
+    text = DOC.read_text()
+    block = re.search(r"<!-- imports:begin -->\n(.*?)\n<!-- imports:end -->", text, re.S)
+    assert block, "docs/architecture.md lost its generated imports table"
+    assert block.group(1).strip() == table(), "regenerate: python tests/test_architecture.py"
+
+
+def test_the_checker_sees_a_violation():
+    """The rules can fail: a report module importing perfmodel (in a function) or subprocess, an
+    upward import, a circle."""
+    probe = PKG / "report" / "probe.py"
+    src = "import subprocess\ndef f():\n    from llmbench.perfmodel.predict import predict\n"
+    bad = report_violations({probe: src})
+    assert sorted(bad) == ["llmbench.report.probe imports llmbench.perfmodel.predict",
+                           "llmbench.report.probe imports subprocess"]
+    assert floor("llmbench.results.store") < floor("llmbench.studies.runner")  # results -> studies is up
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+if __name__ == "__main__":
+    print(table())
