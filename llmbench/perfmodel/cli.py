@@ -12,6 +12,7 @@ runs, and the --json path never imports rich.
 from __future__ import annotations
 
 from llmbench._cliutil import add_fields, add_json, emit_json, float_in, pairs, values
+from llmbench.errors import BadInput
 from llmbench.point import LAYOUT_FIELDS, Layout, Workload
 from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
@@ -56,31 +57,53 @@ def workload(a, suite: str) -> Workload:
 
 def _train(a):
     from llmbench.hardware import get_hardware
-    from llmbench.perfmodel.predict import predict, resolve, train_args
+    from llmbench.perfmodel.predict import predict
     from llmbench.perfmodel.train import fit_advice
 
     w = workload(a, "train")
     pred = predict(w)
     if not pred.fits:
-        hw = get_hardware(w.hardware)
-        r = resolve(w, hw)
-        raise ValueError(fit_advice(r.spec(), hw, pred, **{**train_args(r), "mode": pred.mode}))
-    return w, pred
+        raise BadInput(fit_advice(pred.workload.spec(), get_hardware(w.hardware), pred))
+    return pred
+
+
+def layout_text(w) -> str:
+    """'tp 2 x pp 4 x dp 8, ZeRO 1, recompute full, micro-batch 2 x 16, resident' for a resolved workload."""
+    lay = w.layout
+    dp = w.devices // ((lay.tp or 1) * (lay.pp or 1))
+    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}"]
+    if lay.zero is not None:
+        parts.append(f"ZeRO {lay.zero}")
+    if lay.recompute is not None:
+        parts.append(f"recompute {lay.recompute}")
+    if w.micro_batch is not None:
+        parts.append(f"micro-batch {w.micro_batch} x {w.grad_accum} accumulated")
+    if lay.offload not in (None, "none"):
+        parts.append(f"offload {lay.offload}")
+    parts.append(lay.mode or "")
+    return ", ".join(p for p in parts if p)
+
+
+def memory_text(d: dict) -> str:
+    keys = (("weights", "weights_bytes"), ("grads", "grads_bytes"), ("optimizer", "optimizer_bytes"),
+            ("activations", "activations_bytes"), ("KV cache", "kv_cache_bytes"))
+    return ", ".join(f"{name} {fmt_bytes(d[k])}" for name, k in keys if d.get(k))
 
 
 def predict_train_cmd(a) -> None:
     """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration."""
-    w, pred = _train(a)
-    d = pred.to_dict()
+    pred = _train(a)
     if a.json:
-        return emit_json({**d, "workload": w.to_dict()})
+        return emit_json(pred.to_dict())
+    d, w = pred.metrics(), pred.workload
     nd = 1 if d["achieved_tflops"] >= 1 else 4
-    rows = [("prediction", f"train {w.model} on {d['devices']} x {w.hardware}, batch {w.batch} x {w.seq_len}"),
-            ("mode", d["mode"]), ("devices", d["devices"]), ("step time", fmt_time(d["step_time_s"])),
+    rows = [("prediction", f"train {w.model} on {w.devices} x {w.hardware}, batch {w.batch} x {w.seq_len}, "
+                           f"{w.precision}"),
+            ("layout", layout_text(w)), ("step time", fmt_time(d["step_time_s"])),
             ("tokens/s", f"{d['tokens_per_s']:,.0f}"), ("samples/s", f"{d['samples_per_s']:,.2f}"),
             ("TFLOP/s per device", f"{d['achieved_tflops']:,.{nd}f} model, {d['executed_tflops']:,.{nd}f} executed"),
             ("MFU", fmt_frac(d["mfu"])), ("bound", d["bound"]),
-            ("memory per device", fmt_bytes(d["peak_mem_bytes"]))]
+            ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})")]
     rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
     pairs(rows)
 
@@ -92,17 +115,18 @@ def predict_infer_cmd(a) -> None:
     w = workload(a, "infer")
     pred = predict(w)
     if not pred.fits:
-        raise ValueError(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
-                         f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
-                         "or use a smaller batch")
-    d = pred.to_dict()
+        raise BadInput(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
+                       f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
+                       "or use a smaller batch")
     if a.json:
-        return emit_json({**d, "workload": w.to_dict()})
-    rows = [("prediction", f"infer {w.model} on {w.hardware}, batch {w.batch}, prompt {w.seq_len}, gen {w.gen_len}"),
-            ("mode", d["mode"]), ("devices", d["devices"]), ("TTFT", fmt_time(d["time_to_first_token_s"])),
+        return emit_json(pred.to_dict())
+    d, w = pred.metrics(), pred.workload
+    rows = [("prediction", f"infer {w.model} on {w.devices} x {w.hardware}, batch {w.batch}, "
+                           f"prompt {w.seq_len}, gen {w.gen_len}, {w.precision}"),
+            ("layout", layout_text(w)), ("TTFT", fmt_time(d["time_to_first_token_s"])),
             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
             ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", fmt_time(d["latency_s_p50"])),
-            ("bound", d["bound"]), ("KV cache", fmt_bytes(d["kv_cache_bytes"]))]
+            ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})")]
     if d["max_batch_x_context"] is not None:
         rows.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
     pairs(rows)
@@ -113,12 +137,13 @@ def project_cmd(a) -> None:
     from llmbench.perfmodel.project import get_dataset, project
 
     ds = get_dataset(a.dataset)
-    w, pred = _train(a)
+    pred = _train(a)
     out = project(ds, pred, epochs=a.epochs)
     if a.json:
-        return emit_json({**out, "workload": w.to_dict()})
+        return emit_json({"workload": pred.workload.to_dict(), **out})
     size = f"{ds.tokens:,.0f} tokens" if ds.tokens else f"{ds.samples:,.0f} samples"
     pairs([("data set", f"{ds.name} ({size}) x {a.epochs:g} epoch(s)"), ("source", ds.source),
+           ("layout", layout_text(pred.workload)),
            ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
                           f"({pred.mode}, bound {pred.bound})"),
            ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"),

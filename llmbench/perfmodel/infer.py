@@ -2,44 +2,64 @@
 memory, BERT-style classification latency; modes resident and sram_pipeline (weights and KV cache
 in on-chip SRAM, layers split over the fewest wafers that hold them).
 
-    from llmbench.perfmodel import predict_infer
-    predict_infer(get_model("llama-3.1-8b"), get_hardware("cs3"), batch=1, prompt_len=128, gen_len=256)
+    from llmbench.perfmodel.infer import predict_infer
+    w = Workload(model="llama-3.1-8b", hardware="cs3", suite="infer", batch=1, seq_len=128, gen_len=256)
+    predict_infer(w.spec(), get_hardware("cs3"), w)        # InferPrediction
+
+`seq_len` is the prompt length. Runs on Python floats (xp = Scalar): no numpy.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from llmbench.errors import BadInput
 from llmbench.models.counting import dtype_bytes, kv_cache_bytes_per_token
+from llmbench.point import Workload
 
-from . import _xp
-from ._xp import np
+from ._xp import Scalar as xp
 from .params import gemm_efficiency, resolve_params
 from .shapes import shape
-from .train import head_forward, layer_forward, peak_flops
+from .step import head_forward, layer_forward, peak_flops
 
 MODES = ("auto", "resident", "sram_pipeline")
 USABLE = 0.9  # share of device memory for weights + KV cache (the rest: activations, runtime)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InferPrediction:
+    """A served batch predicted: the workload as it runs (devices, layout) and its metrics, every
+    name in llmbench.point.METRICS. to_dict() = {"workload": {...}, **metrics}."""
+
+    workload: Workload
+    """resolved: precision, devices and layout (tp, pp, mode) set"""
     time_to_first_token_s: float
     decode_tokens_per_s_per_seq: float
     tokens_per_s: float
     """generated tokens per second over the whole batch (encoders: input tokens per second)"""
     latency_s_p50: float
     """end-to-end: prefill + gen_len decode steps + request overhead"""
-    devices: int
     bound: str
     kv_cache_bytes: float
+    """KV cache of the whole batch (bytes)"""
+    weights_bytes: float
+    """weights per device"""
+    peak_mem_bytes: float
+    """weights + KV cache per device"""
     mode: str
     fits: bool
     max_batch_x_context: float | None
     """sram_pipeline: the most batch x context tokens whose KV cache fits next to the weights"""
 
+    @property
+    def devices(self) -> int:
+        return self.workload.devices
+
+    def metrics(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "workload"}
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"workload": self.workload.to_dict(), **self.metrics()}
 
 
 def _fewest_devices(need, cap, heads, limit=4096):
@@ -58,16 +78,16 @@ def _decode_step(sh, batch, ctx, tp, p, peak, bw):
     comp = mem = 0.0
     for N, K, split_n in sh.gemms:
         Nn, Kk = (N / tp, K) if split_n else (N, K / tp)
-        tc = 2.0 * batch * Nn * Kk / (peak * float(gemm_efficiency(batch, Nn, Kk, p)))
+        tc = 2.0 * batch * Nn * Kk / (peak * gemm_efficiency(batch, Nn, Kk, p, xp))
         tm = (batch * Kk + Kk * Nn + batch * Nn) * sh.s / bw
         comp, mem = (comp + tc, mem) if tc >= tm else (comp, mem + tm)
     heads = sh.h / tp  # q . K^T and p . V over the cache
-    tc = 4.0 * batch * heads * sh.hd * ctx / (peak * float(gemm_efficiency(1, ctx, sh.hd, p)))
+    tc = 4.0 * batch * heads * sh.hd * ctx / (peak * gemm_efficiency(1, ctx, sh.hd, p, xp))
     tm = batch * ctx * 2 * sh.kvd * sh.s / tp / bw
     comp, mem = (comp + tc, mem) if tc >= tm else (comp, mem + tm)
     mem += batch * sh.ew_bytes_tok / tp / bw + p["token_layer_latency_s"]
-    hc, hm = head_forward(sh, np.asarray(float(batch)), np.asarray(1.0), tp, p, peak, bw)
-    return sh.L * comp + float(hc), sh.L * mem + float(hm)
+    hc, hm = head_forward(sh, float(batch), 1.0, tp, p, peak, bw, xp)
+    return sh.L * comp + hc, sh.L * mem + hm
 
 
 def _tp_allreduce(sh, tokens, tp, hw, p):
@@ -79,25 +99,28 @@ def _tp_allreduce(sh, tokens, tp, hw, p):
                        + 2 * (tp - 1) * ic.latency_s)
 
 
-def predict_infer(spec, hw, *, batch, prompt_len, gen_len, devices=None, precision="bf16",
-                  mode="auto", params=None) -> InferPrediction:
-    """Serve `batch` requests of `prompt_len` input tokens generating `gen_len` tokens each."""
-    dtype_bytes(precision)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    for name, v in (("batch", batch), ("prompt-len", prompt_len)):
-        if int(v) != v or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v}")
-    if gen_len < 0 or (devices is not None and devices < 1):
-        raise ValueError("gen-len must be >= 0 and devices >= 1")
+def check_infer(spec, w: Workload) -> bool:
+    """BadInput (one line) for a workload the model cannot serve; returns whether it is an encoder."""
     encoder = not spec.causal or spec.head != "lm"
-    if encoder and gen_len:
-        raise ValueError(f"{spec.name} is an encoder (head {spec.head}); use --gen-len 0")
-    if prompt_len + gen_len > spec.max_seq_len:
-        raise ValueError(f"prompt + gen ({prompt_len + gen_len}) exceeds {spec.name}'s "
-                         f"{spec.max_seq_len} positions")
-    _xp.use_for(batch, prompt_len, gen_len)
-    mode = hw.default_mode_infer if mode == "auto" else mode
+    if encoder and w.gen_len:
+        raise BadInput(f"{spec.name} is an encoder (head {spec.head}); use --gen-len 0")
+    if w.seq_len + w.gen_len > spec.max_seq_len:
+        raise BadInput(f"prompt + gen ({w.seq_len + w.gen_len}) exceeds {spec.name}'s "
+                       f"{spec.max_seq_len} positions")
+    return encoder
+
+
+def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) -> InferPrediction:
+    """Serve `w.batch` requests of `w.seq_len` prompt tokens generating `w.gen_len` tokens each."""
+    from llmbench.point import precision_for
+
+    if w is None:
+        w = legacy_infer_workload(spec, hw, **legacy)
+    precision = w.precision or precision_for(hw)
+    dtype_bytes(precision)
+    w = w.with_(precision=precision)
+    encoder = check_infer(spec, w)
+    mode = w.layout.mode or hw.default_mode_infer
     if mode == "weight_streaming":
         mode = "resident"
     p = params if params is not None else resolve_params(hw)
@@ -105,35 +128,47 @@ def predict_infer(spec, hw, *, batch, prompt_len, gen_len, devices=None, precisi
     peak = peak_flops(hw, precision)
     W = sh.params * sh.s
     kv_tok = 0.0 if encoder else kv_cache_bytes_per_token(spec, precision)
-    kv = kv_tok * batch * (prompt_len + gen_len)
+    kv = kv_tok * w.batch * (w.seq_len + w.gen_len)
     if mode == "sram_pipeline":
-        return _sram_pipeline(spec, hw, sh, p, peak, W, kv, kv_tok, batch, prompt_len, gen_len,
-                              devices, encoder)
+        return _sram_pipeline(spec, hw, sh, p, peak, W, kv, kv_tok, w, encoder)
     cap = hw.device_memory.capacity_bytes
-    n = devices or _fewest_devices(W + kv, cap, spec.n_heads)
+    n = w.devices or _fewest_devices(W + kv, cap, spec.n_heads)
     fits = (W + kv) / n <= cap * USABLE
     bw = hw.device_memory.bandwidth_bytes_per_s * p["memory"]
-    T = float(prompt_len)
-    lc, lm, _ = layer_forward(sh, np.asarray(float(batch)), np.asarray(T), n, p, peak, bw, 1.0, 1.0)
-    hc, hm = head_forward(sh, np.asarray(float(batch)), np.asarray(1.0 if not encoder else T), n, p, peak, bw)
-    ttft = float(sh.L * (lc + lm) + hc + hm) + _tp_allreduce(sh, batch * T, n, hw, p)
-    ctx = prompt_len + gen_len / 2.0
-    dc, dm = _decode_step(sh, batch, ctx, n, p, peak, bw)
-    t_tok = dc + dm + _tp_allreduce(sh, batch, n, hw, p)
-    if encoder or gen_len == 0:
-        bound = "compute" if float(sh.L * lc + hc) >= float(sh.L * lm + hm) else "memory"
+    batch, T = float(w.batch), float(w.seq_len)
+    lc, lm, _ = layer_forward(sh, batch, T, n, p, peak, bw, 1.0, 1.0, xp)
+    hc, hm = head_forward(sh, batch, 1.0 if not encoder else T, n, p, peak, bw, xp)
+    ttft = sh.L * (lc + lm) + hc + hm + _tp_allreduce(sh, batch * T, n, hw, p)
+    ctx = w.seq_len + w.gen_len / 2.0
+    dc, dm = _decode_step(sh, w.batch, ctx, n, p, peak, bw)
+    t_tok = dc + dm + _tp_allreduce(sh, w.batch, n, hw, p)
+    if encoder or w.gen_len == 0:
+        bound = "compute" if sh.L * lc + hc >= sh.L * lm + hm else "memory"
     else:
         bound = "compute" if dc >= dm else "memory"
-    return _result(ttft, t_tok, batch, prompt_len, gen_len, n, bound, kv, mode, fits, None, p, encoder)
+    w = w.with_(devices=int(n), tp=int(n), pp=1, mode=mode)
+    return _result(w, ttft, t_tok, bound, kv, fits, None, p, encoder, W / n)
 
 
-def _result(ttft, t_tok, batch, prompt_len, gen_len, n, bound, kv, mode, fits, mbc, p, encoder):
-    latency = ttft + gen_len * t_tok + p["infer_overhead_s"]
-    tps = batch * prompt_len / latency if encoder or gen_len == 0 else batch / t_tok
-    return InferPrediction(time_to_first_token_s=ttft + p["infer_overhead_s"],
+def legacy_infer_workload(spec, hw, *, batch, prompt_len, gen_len, devices=None, precision="bf16",
+                          mode="auto") -> Workload:
+    """The Workload of a keyword predict_infer call (callers outside perfmodel, until they move)."""
+    if mode not in MODES:
+        raise BadInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return Workload(model=spec.name, hardware=hw.name, suite="infer", batch=batch, seq_len=prompt_len,
+                    gen_len=gen_len, devices=devices, precision=precision,
+                    layout={"mode": None if mode == "auto" else mode})
+
+
+def _result(w, ttft, t_tok, bound, kv, fits, mbc, p, encoder, weights_per_dev):
+    latency = ttft + w.gen_len * t_tok + p["infer_overhead_s"]
+    tps = w.batch * w.seq_len / latency if encoder or w.gen_len == 0 else w.batch / t_tok
+    n = w.devices
+    return InferPrediction(workload=w, time_to_first_token_s=ttft + p["infer_overhead_s"],
                            decode_tokens_per_s_per_seq=0.0 if encoder else 1.0 / t_tok,
-                           tokens_per_s=tps, latency_s_p50=latency, devices=int(n), bound=bound,
-                           kv_cache_bytes=kv, mode=mode, fits=bool(fits), max_batch_x_context=mbc)
+                           tokens_per_s=tps, latency_s_p50=latency, bound=bound,
+                           kv_cache_bytes=kv, mode=w.layout.mode, fits=bool(fits), max_batch_x_context=mbc,
+                           weights_bytes=weights_per_dev, peak_mem_bytes=weights_per_dev + kv / n)
 
 
 def sram_wafers(W, kv, cap):
@@ -141,10 +176,10 @@ def sram_wafers(W, kv, cap):
     return max(1, math.ceil((W + kv) / cap))
 
 
-def _sram_pipeline(spec, hw, sh, p, peak, W, kv, kv_tok, batch, prompt_len, gen_len, devices, encoder):
+def _sram_pipeline(spec, hw, sh, p, peak, W, kv, kv_tok, w, encoder):
     sram = hw.tier("sram") or hw.memory_tiers[0]
     cap = sram.capacity_bytes
-    n = devices or sram_wafers(W, kv, cap)
+    n = w.devices or sram_wafers(W, kv, cap)
     fits = W + kv <= n * cap
     mbc = max(0.0, (n * cap - W) / kv_tok) if kv_tok else None
     bw = sram.bandwidth_bytes_per_s * p["memory"]
@@ -155,13 +190,13 @@ def _sram_pipeline(spec, hw, sh, p, peak, W, kv, kv_tok, batch, prompt_len, gen_
     def hops(tokens):  # only activations cross between wafers
         return (n - 1) * (hop_lat + tokens * sh.d * sh.s / hop_bw)
 
-    T = float(prompt_len)
-    lc, lm, _ = layer_forward(sh, np.asarray(float(batch)), np.asarray(T), 1, p, peak, bw, 1.0, 1.0)
-    hc, hm = head_forward(sh, np.asarray(float(batch)), np.asarray(1.0 if not encoder else T), 1, p, peak, bw)
-    ttft = float(sh.L * (lc + lm) + hc + hm) + hops(batch * T)
-    dc, dm = _decode_step(sh, batch, prompt_len + gen_len / 2.0, 1, p, peak, bw)
+    batch, T = float(w.batch), float(w.seq_len)
+    lc, lm, _ = layer_forward(sh, batch, T, 1, p, peak, bw, 1.0, 1.0, xp)
+    hc, hm = head_forward(sh, batch, 1.0 if not encoder else T, 1, p, peak, bw, xp)
+    ttft = sh.L * (lc + lm) + hc + hm + hops(batch * T)
+    dc, dm = _decode_step(sh, w.batch, w.seq_len + w.gen_len / 2.0, 1, p, peak, bw)
     t_tok = dc + dm + hops(batch)
-    bound = "compute" if (float(sh.L * lc + hc) >= float(sh.L * lm + hm) if encoder or not gen_len
+    bound = "compute" if (sh.L * lc + hc >= sh.L * lm + hm if encoder or not w.gen_len
                           else dc >= dm) else "memory"
-    return _result(ttft, t_tok, batch, prompt_len, gen_len, n, bound, kv, "sram_pipeline", fits, mbc,
-                   p, encoder)
+    w = w.with_(devices=int(n), tp=1, pp=int(n), mode="sram_pipeline")
+    return _result(w, ttft, t_tok, bound, kv, fits, mbc, p, encoder, W / n)
