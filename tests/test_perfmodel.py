@@ -20,18 +20,22 @@ from llmbench.point import METRICS, Workload
 
 TRAIN_KEYS = {"workload", "step_time_s", "tokens_per_s", "samples_per_s", "achieved_tflops", "executed_tflops",
               "mfu", "bound", "mode", "peak_mem_bytes", "fits", "breakdown_s", "weights_bytes", "grads_bytes",
-              "optimizer_bytes", "activations_bytes"}
+              "optimizer_bytes", "activations_bytes", "tier_bytes", "energy_j_per_token", "cost_usd_per_token"}
 BREAKDOWN_KEYS = {"compute", "memory", "network", "stream", "optimizer", "exposed"}
 INFER_KEYS = {"workload", "time_to_first_token_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s_p50",
-              "bound", "kv_cache_bytes", "weights_bytes", "peak_mem_bytes", "mode", "fits", "max_batch_x_context"}
+              "bound", "kv_cache_bytes", "weights_bytes", "peak_mem_bytes", "tier_bytes", "mode", "fits",
+              "max_batch_x_context"}
 LAYOUT = ("tp", "pp", "zero", "recompute", "offload", "mode")
 
 
 def wl(spec, hw, *, batch, seq, devices=1, precision=None, tp=1, pp=1, zero=0, recompute="none", offload=None,
        mode=None, grad_accum=None, micro_batch=None, sparsity=0.0, suite="train") -> Workload:
-    """A training Workload with an explicit layout (the planner chooses nothing)."""
+    """A training Workload with an explicit layout (the planner chooses nothing): the hardware's
+    mode, no offload unless streaming, the whole per-replica batch in one micro-batch."""
     if grad_accum is None and micro_batch is None:
         grad_accum = 1
+    mode = mode or hw.default_mode_train
+    offload = offload or ("weights" if mode == "weight_streaming" else "none")
     return Workload(model=spec.name, hardware=hw.name, suite=suite, batch=batch, seq_len=seq, devices=devices,
                     precision=precision or ("fp32" if hw.kind == "cpu" else "bf16"), grad_accum=grad_accum,
                     micro_batch=micro_batch, sparsity=sparsity,
@@ -82,10 +86,12 @@ def test_no_torch_and_no_numpy_on_the_cli_path():
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
-    # one prediction runs on Python floats: numpy never imported (start-up speed)
+    # one prediction (every layout knob given) runs on Python floats: numpy never imported
+    # (start-up speed); a knob left out is planned, and the planner may import numpy
     code = ("import sys; from llmbench.cli import main; "
             "main(['predict', 'train', '--model', 'gpt2-small', '--hardware', 'a100-80gb', '--batch', '8', "
-            "'--seq', '512', '--json']); main(['predict', 'infer', '--model', 'gpt2-small', '--hardware', "
+            "'--seq', '512', '--tp', '1', '--pp', '1', '--zero', '0', '--recompute', 'none', '--offload', 'none', "
+            "'--mode', 'resident', '--micro-batch', '4', '--json']); main(['predict', 'infer', '--model', 'gpt2-small', '--hardware', "
             "'a100-80gb', '--json']); assert 'numpy' not in sys.modules, 'numpy imported'; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr

@@ -169,7 +169,7 @@ def test_cli_infer_project_validate(cli):
 
 @pytest.mark.parametrize("args, needle", [
     (["predict", "train", "--model", "llama-2-70b", "--hardware", "a100-80gb", "--batch", "8", "--seq", "4096"],
-     "does not fit"),
+     "fits no layout"),
     (["predict", "train", "--model", "gpt2-small", "--hardware", "nope-9000", "--batch", "8", "--seq", "128"],
      "unknown hardware"),
     (["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "8", "--seq", "128",

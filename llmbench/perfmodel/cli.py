@@ -5,14 +5,16 @@
     llmbench project --model gpt3-20b --hardware cs2 --dataset pile --batch 256 --seq 2048
     llmbench calibrate --published --dry-run
     llmbench validate --json
+    llmbench plan --model llama-2-13b --hardware a100-80gb --devices 64 --batch 1024 --seq 4096 --top 5
 
 Options and their defaults come from llmbench.point.Workload; nothing heavy loads before a command
 runs, and the --json path never imports rich.
 """
 from __future__ import annotations
 
-from llmbench._cliutil import add_fields, add_json, emit_json, float_in, pairs, values
+from llmbench._cliutil import add_fields, add_json, emit_json, float_in, int_in, pairs, values
 from llmbench.errors import BadInput
+from llmbench.perfmodel.plan import OBJECTIVES
 from llmbench.point import LAYOUT_FIELDS, Layout, Workload
 from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
@@ -45,6 +47,14 @@ def register(cli) -> None:
     p.add_argument("--dry-run", action="store_true", help="fit and report, write nothing")
     add_json(p)
     add_json(cli.command("validate", validate_cmd))
+    p = cli.command("plan", plan_cmd)
+    add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "devices", "batch", "seq_len"),
+               help={"devices": "devices available (objective devices / energy / cost: at most this many)"})
+    p.add_argument("--objective", choices=OBJECTIVES, default="time",
+                   help="time: fastest step; devices: fewest devices, then fastest; energy: fewest J per token "
+                        "(power_w); cost: fewest USD per token (price_per_device_hour_usd) (default time)")
+    p.add_argument("--top", type=int_in(1, 1000, "top"), default=10, help="layouts shown (default 10)")
+    add_json(p)
 
 
 def workload(a, suite: str) -> Workload:
@@ -57,13 +67,15 @@ def workload(a, suite: str) -> Workload:
 
 def _train(a):
     from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.plan import refusal
     from llmbench.perfmodel.predict import predict
-    from llmbench.perfmodel.train import fit_advice
 
     w = workload(a, "train")
     pred = predict(w)
-    if not pred.fits:
-        raise BadInput(fit_advice(pred.workload.spec(), get_hardware(w.hardware), pred))
+    if not pred.fits:  # every knob given and it does not fit: say on how few devices it would
+        hw = get_hardware(w.hardware)
+        raise BadInput(refusal(pred.workload.spec(), hw, w.with_(precision=pred.workload.precision,
+                                                                  devices=pred.devices), None, 1))
     return pred
 
 
@@ -77,7 +89,7 @@ def layout_text(w) -> str:
     if lay.recompute is not None:
         parts.append(f"recompute {lay.recompute}")
     if w.micro_batch is not None:
-        parts.append(f"micro-batch {w.micro_batch} x {w.grad_accum} accumulated")
+        parts.append(f"micro-batch {w.micro_batch}, grad-accum {w.grad_accum}")
     if lay.offload not in (None, "none"):
         parts.append(f"offload {lay.offload}")
     parts.append(lay.mode or "")
@@ -209,3 +221,43 @@ def validate_cmd(a) -> None:
           f"/{res['numeric_rows']}; trends passed {res['trends_passed']}/{res['trends_total']}; "
           f"Megatron Table 1 mean abs error {res['megatron_mean_abs_error']:.1%} "
           f"(tolerance {res['tolerances']['megatron_mean']:.0%})")
+
+
+def plan_cmd(a) -> None:
+    """The top layouts of a training workload (tp, pp, ZeRO, recompute, micro-batch, offload, mode),
+    searched among those that fit and ranked by --objective; knobs you give constrain the search."""
+    from llmbench.perfmodel.plan import plan_report
+
+    res = plan_report(workload(a, "train"), a.objective, a.top)
+    if a.json:
+        return emit_json(res)
+    w = res["workload"]
+    print(f"plan: train {w['model']} on {w['devices']} x {w['hardware']}, batch {w['batch']} x {w['seq_len']}, "
+          f"{w['precision']}; objective {res['objective']}; {res['fitting']:,} of {res['searched']:,} layouts fit")
+    if res["note"]:
+        print(f"note: {res['note']}")
+    cols = ["#", "layout", "step", "tokens/s", "MFU", "memory/device: weights / grads / optimizer / activations",
+            "bound"]
+    extra = {"energy": ("J/token", "energy_j_per_token", 1.0), "cost": ("USD/Mtoken", "cost_usd_per_token", 1e6)}
+    if res["objective"] in extra:
+        cols.append(extra[res["objective"]][0])
+    rows = []
+    for i, p in enumerate(res["layouts"], 1):
+        d = p.metrics()
+        mem = " / ".join(fmt_bytes(d[k]) for k in ("weights_bytes", "grads_bytes", "optimizer_bytes",
+                                                   "activations_bytes"))
+        row = [str(i), layout_text(p.workload), fmt_time(d["step_time_s"]), f"{d['tokens_per_s']:,.0f}",
+               fmt_frac(d["mfu"]), f"{fmt_bytes(d['peak_mem_bytes'])} ({mem})", d["bound"]]
+        if res["objective"] in extra:
+            _, key, scale = extra[res["objective"]]
+            row.append("unknown" if d[key] is None else f"{d[key] * scale:.3g}")
+        rows.append(row)
+    text_table(cols, rows)
+    print(f"memory: {res['memory_rule']}")
+
+
+def text_table(cols, rows) -> None:
+    """Columns aligned with spaces (plain text: fast, no rich)."""
+    widths = [max(len(str(c)), *(len(r[j]) for r in rows)) for j, c in enumerate(cols)]
+    for r in [cols] + rows:
+        print("  ".join(str(v).ljust(widths[j]) for j, v in enumerate(r)).rstrip())

@@ -18,7 +18,7 @@ from llmbench.models.counting import activation_bytes_per_layer, training_flops
 
 from ._xp import is_scalar
 from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
-from .memory import hierarchy, memory_use
+from .memory import hierarchy, memory_use, swarm_depth
 from .params import gemm_efficiency
 from .shapes import shape
 
@@ -217,6 +217,10 @@ def resident_step(sh, g: Grid, mi: Micro, hw, p, bw, xp) -> Step:
                                           p["network"], xp), 0.0)
     per_dev = shard / xp.where(g.zero >= 1, dp, 1.0)
     t_opt, t_moved, exp_moved = _optimizer(sh, g, mi, hw, p, bw, per_dev, xp)
+    hier = hierarchy(hw)
+    if hier.weights_from_resident:  # RDU: weights in from DDR per micro-batch (fwd, bwd), gradients out
+        fetch = 3.0 * shard * sh.s / (hier.link_bytes_per_s * p["stream"])
+        t_moved, exp_moved = t_moved + m * fetch, exp_moved + m * xp.maximum(0.0, fetch - t_micro)
     comm = m * (mi.tp_s + mi.pp_s)
     return Step(step_time_s=(m + g.pp - 1) * t_micro + exposed_dp + t_z3 + t_opt + exp_moved
                 + p["step_overhead_s"],
@@ -229,9 +233,11 @@ def _optimizer(sh, g: Grid, mi: Micro, hw, p, bw, params_per_dev, xp):
     """(optimizer time, offload transfer time, its exposed part) of a resident step.
 
     On the device: Adam's 28 bytes per parameter at the working memory's bandwidth (on an RDU the
-    state lives in DDR: memory.hierarchy). Offloaded (ZeRO-Offload, arXiv:2101.06840): gradients
-    go down the link during the backward, the optimizer runs beside the store (prior: 4x the link,
-    as MemoryX), updated weights come back up; only the downward copy overlaps the backward."""
+    state lives in DDR: memory.hierarchy). Offloaded to a host (ZeRO-Offload, arXiv:2101.06840):
+    gradients go down the link during the backward, the optimizer runs beside the store (prior: 4x
+    the link, as MemoryX), updated weights come back up; only the downward copy overlaps the
+    backward. Offloaded on an IPU (optimizer_state_offchip): the device updates, streaming the
+    state in and out over the link."""
     hier = hierarchy(hw)
     on_dev = params_per_dev * OPT_BYTES_PER_PARAM / (hier.state_bytes_per_s * p["memory"]
                                                      if hier.state_bytes_per_s else bw)
@@ -239,6 +245,8 @@ def _optimizer(sh, g: Grid, mi: Micro, hw, p, bw, params_per_dev, xp):
     if not (off if is_scalar(xp) else off.any()):
         return on_dev, 0.0, 0.0
     link = hier.link_bytes_per_s * p["stream"]
+    if hier.offload_on_device:
+        return xp.where(off, params_per_dev * OPT_BYTES_PER_PARAM / link, on_dev), 0.0, 0.0
     host = p["optimizer_bytes_per_s"] or 4.0 * hier.link_bytes_per_s
     moved = 2.0 * params_per_dev * sh.s / link  # gradients down, weights up
     exposed = xp.maximum(0.0, moved / 2 - p["overlap"] * mi.bwd_s) + moved / 2
@@ -259,8 +267,8 @@ def streaming_step(sh, g: Grid, mi: Micro, hw, p, bw, wf, xp) -> Step:
     shared = hier.store_is_device
     exp_stream = xp.maximum(0.0, t_stream - (mi.compute_s if shared else mi.total_s)) + t_stream / sh.L
     lat = links(hw, g.devices, xp).latency_s
-    depth = xp.ceil(xp.log2(xp.maximum(g.devices, 1.0)))  # SwarmX tree: broadcast and reduce fill/drain
-    t_swarm = xp.where(g.devices > 1, 2.0 * depth * (W / sh.L / link + lat), 0.0)
+    depth = swarm_depth(g.devices, hier.fanout, xp)  # SwarmX tree: broadcast and reduce fill/drain
+    t_swarm = 2.0 * depth * (W / sh.L / link + lat)
     # the optimizer runs where the weights live: MemoryX (prior 4x its link), or the device's own
     # memory when streaming from it; its updates overlap the next forward (fine-grained)
     opt_bw = p["optimizer_bytes_per_s"] or (bw if shared else 4.0 * hier.link_bytes_per_s)

@@ -12,13 +12,12 @@ planner (plan.py). docs/predict.md gives every equation and its source.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from llmbench.errors import BadInput
 from llmbench.point import Workload
 
-from ._xp import Scalar, backend_for
+from ._xp import Scalar, backend_for, is_scalar
 from .grid import grid_of
 from .params import resolve_params
 from .step import peak_flops, step_arrays  # noqa: F401  (peak_flops: used by infer, kept here)
@@ -51,6 +50,12 @@ class TrainPrediction:
     grads_bytes: float
     optimizer_bytes: float
     activations_bytes: float
+    tier_bytes: dict = field(default_factory=dict)
+    """bytes per device on each memory tier (memory.hierarchy; a shared store: its whole content)"""
+    energy_j_per_token: float | None = None
+    """power_w x devices / tokens_per_s (None: no power in the catalog)"""
+    cost_usd_per_token: float | None = None
+    """price_per_device_hour_usd x devices / 3600 / tokens_per_s (None: no price in the catalog)"""
     breakdown_s: dict = field(default_factory=dict)
     """seconds per term: compute, memory, network, stream, optimizer, exposed"""
 
@@ -101,16 +106,32 @@ def plain_layout(w: Workload, hw) -> Workload:
 
 
 def predict_train(spec, hw, w: Workload | None = None, params=None, **legacy) -> TrainPrediction:
-    """One training step of `w` (global batch) on its devices; knobs left None are planned."""
+    """One training step of `w` (global batch) on its devices. Layout knobs left None are chosen
+    by the planner (plan.py: the fastest layout that fits; BadInput when none does); a workload
+    whose knobs are all given is predicted as is (`fits` says whether it fits), on Python floats."""
     if w is None:
         w = legacy_workload(spec, hw, **legacy)
     elif legacy:
         raise BadInput(f"give a Workload or keywords, not both ({', '.join(legacy)})")
-    w = plain_layout(_defaults(w, hw), hw)
-    check_layout(spec, hw, w)
+    w = _defaults(w, hw)
     p = params if params is not None else resolve_params(hw)
+    if open_knobs(w):
+        from .plan import plan
+
+        w = plan(spec, hw, w, p).best()
+    else:
+        w = plain_layout(w, hw)
+    check_layout(spec, hw, w)
     r = step_arrays(spec, hw, w.precision, grid_of(w), p, Scalar)
     return prediction(w, r, hw)
+
+
+def open_knobs(w: Workload) -> list[str]:
+    """The layout knobs of `w` left to the planner."""
+    out = [k for k, v in w.layout.to_dict().items() if v is None]
+    if w.micro_batch is None and w.grad_accum is None:
+        out.append("micro_batch")
+    return out
 
 
 def _defaults(w: Workload, hw) -> Workload:
@@ -129,16 +150,20 @@ def prediction(w: Workload, r, hw) -> TrainPrediction:
     """The TrainPrediction of one configuration of step_arrays' output (floats)."""
     st, mem, n = r.step, r.memory, w.devices
     step = float(st.step_time_s)
+    tps = w.batch * w.seq_len / step
+    price = getattr(hw, "price_per_device_hour_usd", None)
     terms = {"compute": float(r.compute_s), "memory": float(r.memory_s),
              "network": float(st.network_exposed_s), "stream": float(st.stream_exposed_s)}
     return TrainPrediction(
-        workload=w, step_time_s=step, tokens_per_s=w.batch * w.seq_len / step,
+        workload=w, step_time_s=step, tokens_per_s=tps,
         samples_per_s=w.batch / step, achieved_tflops=float(r.model_flops) / step / n / 1e12,
         executed_tflops=float(r.hw_flops) / step / n / 1e12,
         mfu=float(r.model_flops) / step / n / r.peak_flops, bound=max(terms, key=terms.get),
         mode=w.layout.mode, fits=bool(mem.fits), peak_mem_bytes=float(mem.peak_mem_bytes),
         weights_bytes=float(mem.weights_bytes), grads_bytes=float(mem.grads_bytes),
         optimizer_bytes=float(mem.optimizer_bytes), activations_bytes=float(mem.activations_bytes),
+        tier_bytes=mem.tier_bytes(), energy_j_per_token=hw.power_w * n / tps if hw.power_w else None,
+        cost_usd_per_token=price * n / 3600.0 / tps if price else None,
         breakdown_s={"compute": terms["compute"], "memory": terms["memory"], "network": float(st.network_s),
                      "stream": float(st.stream_s), "optimizer": float(st.optimizer_s),
                      "exposed": float(st.exposed_s)})
@@ -175,22 +200,10 @@ def sweep_metrics(r, xp) -> dict:
            "weights_bytes": mem.weights_bytes, "grads_bytes": mem.grads_bytes,
            "optimizer_bytes": mem.optimizer_bytes, "activations_bytes": mem.activations_bytes,
            "t_micro": mi.total_s}
-    return out
-
-
-def fit_advice(spec, hw, pred: TrainPrediction) -> str:
-    """One line: the workload does not fit, and what would."""
-    cap = hw.device_memory.capacity_bytes
-    need, lay = pred.peak_mem_bytes, pred.workload.layout
-    tips = []
-    if lay.recompute != "full":
-        tips.append("--recompute full")
-    if lay.zero < 3 and lay.mode != "weight_streaming":
-        tips.append("--zero 3")
-    tips.append("a smaller batch or more --grad-accum")
-    more = math.ceil(need / cap) * pred.devices
-    return (f"{spec.name} does not fit on {hw.name}: needs {need / 1e9:,.1f} GB per device, has "
-            f"{cap / 1e9:,.1f} GB; try {', '.join(tips)}, or about {more} devices with --tp/--pp")
+    if is_scalar(xp):
+        return out
+    shape = xp.shape(g_batch)
+    return {k: v if xp.shape(v) == shape else xp.array(xp.broadcast_to(v, shape)) for k, v in out.items()}
 
 
 # ---------------------------------------------------------------- keyword callers (until they move)
@@ -215,9 +228,8 @@ def legacy_workload(spec, hw, **kw) -> Workload:
                  sparsity=kw.get("sparsity", 0.0), grad_accum=None if pp > 1 and ga == 1 else ga,
                  micro_batch=1 if pp > 1 and ga == 1 else None,
                  layout={"tp": tp, "pp": pp, "zero": kw.get("zero", 0),
-                         "recompute": kw.get("recompute", "none"),
-                         "mode": None if mode == "auto" else mode})
-    return w
+                         "recompute": kw.get("recompute", "none"), "mode": None if mode == "auto" else mode})
+    return plain_layout(w.with_(devices=w.devices or 1), hw)
 
 
 def legacy_sweep(spec, hw, kw: dict) -> tuple[Workload, dict]:

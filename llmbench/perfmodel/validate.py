@@ -21,7 +21,7 @@ from llmbench.point import Workload
 
 from .infer import predict_infer
 from .project import DATASETS, epoch_time_s
-from .train import predict_train
+from .train import as_run, predict_train
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "reference" / "published.csv"
 TOL_NUMERIC = 0.25
@@ -118,12 +118,13 @@ def _train(w: Workload, params: dict | None):
     """One training prediction (no fit check: validation compares throughput)."""
     h = get_hardware(w.hardware)
     p = params.get(h.name) if params else None
-    return predict_train(w.spec(), h, w, p)
+    return predict_train(w.spec(), h, as_run(w, h), p)
 
 
 def _infer(w: Workload, params: dict | None):
     h = get_hardware(w.hardware)
-    return predict_infer(w.spec(), h, w.with_(suite="infer"), params.get(h.name) if params else None)
+    w = w.with_(suite="infer", tp=None, pp=None, zero=None, recompute=None)  # serving: the engine lays it out
+    return predict_infer(w.spec(), h, w, params.get(h.name) if params else None)
 
 
 def _per_replica(w: Workload, batch: int, devices: int) -> Workload:

@@ -1,0 +1,281 @@
+"""The layout planner: every layout knob a training Workload leaves None (tp, pp, ZeRO, recompute,
+offload, micro-batch / grad-accum, mode) is chosen by one vectorised search over the layouts that
+fit, as Megatron / NeMo / FSDP / DeepSpeed users choose them; a knob the user gives constrains it.
+
+    llmbench plan --model llama-2-13b --hardware a100-80gb --devices 64 --batch 1024 --seq 4096
+    from llmbench.perfmodel.plan import plan
+    p = plan(spec, hw, w)              # Plan: the layouts searched, fastest that fits first
+    p.best()                           # the resolved Workload predict_train runs
+
+Search space (memory.hierarchy says what each architecture allows; docs/predict.md "Planner"):
+- tp: divides the heads (and KV heads) and the node (tensor parallel stays in the scale-up domain);
+- pp: divides the layers, tp x pp divides the devices; dp = devices / (tp pp) divides the batch;
+- ZeRO / FSDP stage 0-3 (only with dp > 1; with pp > 1 at most 1, as DeepSpeed and Megatron's
+  distributed optimizer allow); recompute none | selective | full;
+- micro-batch: every divisor of the per-replica batch (grad-accum = the rest);
+- offload: optimizer state to the lower tier, or the weights too = weight streaming (tp = pp = 1).
+Objectives: time (step time), devices (fewest devices <= --devices, then time), energy (J per
+token: power_w x devices x step / tokens), cost (USD per token: price_per_device_hour_usd).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from llmbench.errors import BadInput
+from llmbench.point import OFFLOAD, RECOMPUTE, Workload
+
+from .grid import OFF_NONE, OFF_OPTIMIZER, OFF_WEIGHTS, Grid, code
+from .memory import hierarchy
+from .params import resolve_params
+
+OBJECTIVES = ("time", "devices", "energy", "cost")
+#: layouts within this fraction of the best score tie; the simpler wins (no offload, less
+#: recompute, lower ZeRO, smaller tp x pp, fewer devices): the model is not accurate to 1%, and
+#: users do not add a mechanism for less
+TIE = 0.01
+#: the largest device count the fewest-devices search tries (beyond a wafer cluster's own limit)
+MAX_DEVICES = 1 << 16
+FIELDS = ("devices", "tp", "pp", "micro_batch", "zero", "recompute", "offload")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """The layouts searched for one workload, their predictions, and the order they rank in."""
+
+    workload: Workload
+    """as given (precision and defaults resolved)"""
+    layouts: dict
+    """FIELDS -> numpy array, one entry per layout searched"""
+    metrics: dict
+    """sweep_train's dict of arrays for the same layouts"""
+    order: Any
+    """indices of the layouts that fit, best first"""
+    objective: str
+    note: str = ""
+    """why the ranking is not the objective asked (energy / cost unknown for this hardware)"""
+
+    @property
+    def searched(self) -> int:
+        return len(self.layouts["devices"])
+
+    def workload_at(self, i: int) -> Workload:
+        """The resolved Workload of layout i."""
+        L = {k: int(v[i]) for k, v in self.layouts.items()}
+        dp = L["devices"] // (L["tp"] * L["pp"])
+        off = OFFLOAD[L["offload"]]
+        w = self.workload
+        return w.with_(devices=L["devices"], micro_batch=L["micro_batch"],
+                       grad_accum=w.batch // (dp * L["micro_batch"]), tp=L["tp"], pp=L["pp"], zero=L["zero"],
+                       recompute=RECOMPUTE[L["recompute"]], offload=off,
+                       mode="weight_streaming" if off == "weights" else "resident")
+
+    def best(self) -> Workload:
+        return self.workload_at(int(self.order[0]))
+
+
+def modes_offloads(h, lay) -> list[int]:
+    """Offload codes the search covers: the architecture's (memory.hierarchy), as the user constrains."""
+    if lay.offload is not None:
+        codes = [code("offload", lay.offload)]
+    else:
+        codes = [code("offload", o) for o in h.offloads]
+        if "weight_streaming" in h.modes or lay.mode == "weight_streaming":
+            codes.append(OFF_WEIGHTS)
+    if lay.mode == "weight_streaming":
+        codes = [OFF_WEIGHTS]
+    elif lay.mode in ("resident", "sram_pipeline"):
+        codes = [c for c in codes if c != OFF_WEIGHTS] or [OFF_NONE]
+    elif "resident" not in h.modes:  # a wafer trains by weight streaming unless asked
+        codes = [c for c in codes if c == OFF_WEIGHTS]
+    return codes
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tp_options(spec, h, lay) -> list[int]:
+    if lay.tp is not None:
+        return [lay.tp]
+    kv = getattr(spec, "n_kv_heads", spec.n_heads) or spec.n_heads
+    return [t for t in _divisors(h.tp_max) if spec.n_heads % t == 0 and kv % t == 0]
+
+
+def pp_options(spec, h, lay) -> list[int]:
+    if lay.pp is not None:
+        return [lay.pp]
+    return _divisors(spec.n_layers) if h.pp else [1]
+
+
+def micro_options(w: Workload, per_replica: int) -> list[int]:
+    if w.micro_batch is not None:
+        return [w.micro_batch] if per_replica % w.micro_batch == 0 else []
+    if w.grad_accum is not None:
+        return [per_replica // w.grad_accum] if per_replica % w.grad_accum == 0 else []
+    return _divisors(per_replica)
+
+
+def zero_options(h, lay, dp: int, pp: int, off: int) -> list[int]:
+    if lay.zero is not None:
+        return [lay.zero]
+    if off == OFF_WEIGHTS or dp == 1:
+        return [0]
+    top = min(h.zero_max, 1 if pp > 1 else 3)
+    return list(range(top + 1))
+
+
+def layouts(spec, hw, w: Workload, counts) -> dict:
+    """Every layout of the search space on each device count, as numpy arrays (FIELDS)."""
+    import numpy as np
+
+    h, lay = hierarchy(hw), w.layout
+    rcs = [code("recompute", lay.recompute)] if lay.recompute is not None else [0, 1, 2]
+    offs = modes_offloads(h, lay)
+    rows = []
+    for n, tp, pp in itertools.product(counts, tp_options(spec, h, lay), pp_options(spec, h, lay)):
+        if n % (tp * pp) or pp > spec.n_layers or w.batch % (n // (tp * pp)):
+            continue
+        dp = n // (tp * pp)
+        mbs = micro_options(w, w.batch // dp)
+        for off in offs:
+            if off != OFF_WEIGHTS or tp * pp == 1:
+                rows += [(n, tp, pp, mb, z, rc, off) for mb in mbs for z in zero_options(h, lay, dp, pp, off)
+                         for rc in rcs]
+    a = np.array(rows, dtype=np.int64).reshape(-1, len(FIELDS))
+    return {k: a[:, j] for j, k in enumerate(FIELDS)}
+
+
+def evaluate(spec, hw, w: Workload, L: dict, params) -> dict:
+    """sweep_train's metrics for each layout of L (numpy)."""
+    import numpy as np
+
+    from .step import step_arrays
+    from .train import sweep_metrics
+
+    g = Grid(batch=float(w.batch), seq=float(w.seq_len), sparsity=float(w.sparsity),
+             **{k: L[k].astype(float) for k in FIELDS})
+    return sweep_metrics(step_arrays(spec, hw, w.precision, g, params, np), np)
+
+
+def score(hw, r: dict, L: dict, objective: str) -> tuple[Any, str]:
+    """(what to minimise per layout, a note when the objective is unknown for this hardware)."""
+    tokens = r["tokens_per_s"]
+    if objective == "energy":
+        if not hw.power_w:
+            return r["step_time_s"], f"energy unknown (no power_w for {hw.name}): ranked by time"
+        return hw.power_w * L["devices"] / tokens, ""
+    if objective == "cost":
+        price = getattr(hw, "price_per_device_hour_usd", None)
+        if not price:
+            return r["step_time_s"], f"cost unknown (no price_per_device_hour_usd for {hw.name}): ranked by time"
+        return price / 3600.0 * L["devices"] / tokens, ""
+    if objective == "devices":
+        return L["devices"] * 1e6 + r["step_time_s"] / (r["step_time_s"].max() + 1e-30), ""
+    return r["step_time_s"], ""
+
+
+def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=None) -> Plan:
+    """Evaluate every layout of the search space; order those that fit by the objective, in bands
+    of TIE; within a band the simpler layout first (no offload, less recompute, lower ZeRO,
+    smaller tp x pp, fewer devices), then the better score."""
+    import numpy as np
+
+    if objective not in OBJECTIVES:
+        raise BadInput(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    p = params if params is not None else resolve_params(hw)
+    L = layouts(spec, hw, w, counts or [w.devices])
+    r = evaluate(spec, hw, w, L, p) if len(L["devices"]) else {"fits": np.zeros(0, bool)}
+    ok = np.nonzero(r["fits"])[0]
+    note = ""
+    if len(ok):
+        s, note = score(hw, r, L, objective)
+        band = np.floor(np.log(s[ok] / s[ok].min()) / np.log1p(TIE))  # 1% bands from the best
+        keys = (s[ok], L["devices"][ok], L["tp"][ok] * L["pp"][ok], L["zero"][ok], L["recompute"][ok],
+                L["offload"][ok], band)
+        order = ok[np.lexsort(keys)]
+    else:
+        order = ok
+    return Plan(workload=w, layouts=L, metrics=r, order=order, objective=objective, note=note)
+
+
+def device_counts(hw, up_to: int) -> list[int]:
+    """Device counts a search tries up to `up_to`: powers of two and whole nodes."""
+    dpn = max(hw.interconnect.devices_per_node, 1) if hw.interconnect else 1
+    out = {1 << k for k in range(up_to.bit_length()) if 1 << k <= up_to}
+    out |= {dpn * k for k in range(1, up_to // dpn + 1)} if dpn > 1 else set()
+    return sorted(out | {up_to})
+
+
+def check_devices(hw, n: int) -> None:
+    h = hierarchy(hw)
+    if h.max_devices and n > h.max_devices:
+        from .memory import SWARMX, WAFER_DEFAULT
+
+        raise BadInput(f"{hw.name}: a cluster runs at most {h.max_devices} systems data parallel "
+                       f"({SWARMX.get(hw.name, WAFER_DEFAULT)[2]}); got --devices {n}")
+
+
+def plan(spec, hw, w: Workload, params=None) -> Plan:
+    """The time-ordered plan of `w` on its devices; BadInput (one line) when nothing fits, with
+    the fewest devices on which some layout does."""
+    check_devices(hw, w.devices)
+    p = search(spec, hw, w, params)
+    if len(p.order):
+        return p
+    raise BadInput(refusal(spec, hw, w, params, p.searched))
+
+
+def refusal(spec, hw, w: Workload, params, searched: int) -> str:
+    """Why nothing fits, and on how few devices something would."""
+    from llmbench.units import fmt_bytes
+
+    from .memory import model_state_bytes
+    from .shapes import shape
+
+    h = hierarchy(hw)
+    head = (f"{spec.name} (batch {w.batch} x {w.seq_len}, {w.precision}) fits no layout on {w.devices} x "
+            f"{hw.name} ({searched} layouts searched)")
+    state = sum(model_state_bytes(shape(spec, w.precision)))
+    if h.store_shared and h.store is not None and state > h.store.capacity_bytes:
+        return (f"{head}: weights and optimizer state need {fmt_bytes(state)} of {h.store.name}, which holds "
+                f"{fmt_bytes(h.store.capacity_bytes)} for the whole cluster; more systems do not add any")
+    top = h.max_devices or MAX_DEVICES
+    more = search(spec, hw, w, params, "devices", device_counts(hw, top))
+    if not len(more.order):
+        return (f"{head}, nor on any count up to {top}: even one sequence's activations exceed "
+                f"{h.resident.name} ({fmt_bytes(h.resident.capacity_bytes)} per device); try a shorter "
+                "--seq or another precision")
+    from .cli import layout_text
+
+    best = more.best()
+    return f"{head}; the fewest devices on which one fits: {best.devices} ({layout_text(best)})"
+
+
+def plan_report(w: Workload, objective: str = "time", top: int = 10, params=None) -> dict:
+    """`llmbench plan`: the `top` layouts of a training workload by `objective`, each predicted as
+    predict_train would (TrainPrediction). time: on w.devices; devices / energy / cost: on any
+    count up to w.devices. BadInput (one line) when nothing fits."""
+    from llmbench.hardware import get_hardware
+    from llmbench.point import precision_for
+
+    from .train import check_layout, predict_train
+
+    hw = get_hardware(w.hardware)
+    w = w.with_(hardware=hw.name, precision=w.precision or precision_for(hw), devices=w.devices or 1)
+    spec = w.spec()
+    check_devices(hw, w.devices)
+    p = params if params is not None else resolve_params(hw)
+    counts = [w.devices] if objective == "time" else device_counts(hw, w.devices)
+    res = search(spec, hw, w, p, objective, counts)
+    if not len(res.order):
+        raise BadInput(refusal(spec, hw, w, p, res.searched))
+    rows = []
+    for i in res.order[:top]:
+        best = res.workload_at(int(i))
+        check_layout(spec, hw, best)
+        rows.append(predict_train(spec, hw, best, p))
+    h = hierarchy(hw)
+    return {"workload": w.to_dict(), "objective": objective, "note": res.note, "searched": res.searched,
+            "fitting": int(len(res.order)), "memory_rule": f"{h.rule[0]} ({h.rule[1]})", "layouts": rows}
