@@ -1,7 +1,7 @@
 """Predict: the analytical performance model (numpy only, no torch). docs/predict.md.
 
     from llmbench.point import Workload
-    from llmbench.perfmodel import predict
+    from llmbench.perfmodel.predict import predict
     predict(Workload(model="megatron-1.7b", hardware="a100-80gb", batch=512, seq_len=2048,
                      devices=32, precision="fp16", layout={"recompute": "full"}))
 
@@ -14,7 +14,7 @@ import importlib
 _EXPORTS = {
     "InferPrediction": "infer", "predict_infer": "infer", "resolve_params": "params",
     "TrainPrediction": "train", "predict_train": "train", "streaming_crossover_tokens": "train", "streaming_ratio": "train",
-    "sweep_train": "train", "get_dataset": "project", "project": "project", "predict": "predict",
+    "sweep_train": "train", "get_dataset": "project", "project": "project",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from llmbench._cliutil import add_fields, add_json, emit_json, float_in, int_in, pairs, values
 from llmbench.errors import BadInput
-from llmbench.perfmodel.plan import OBJECTIVES
+from llmbench.perfmodel.plan import OBJECTIVES, layout_text
 from llmbench.point import LAYOUT_FIELDS, Layout, Workload
 from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
@@ -79,27 +79,16 @@ def _train(a):
     return pred
 
 
-def layout_text(w) -> str:
-    """'tp 2 x pp 4 x dp 8, ZeRO 1, recompute full, micro-batch 2 x 16, resident' for a resolved workload."""
-    lay = w.layout
-    dp = w.devices // ((lay.tp or 1) * (lay.pp or 1))
-    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}"]
-    if lay.zero is not None:
-        parts.append(f"ZeRO {lay.zero}")
-    if lay.recompute is not None:
-        parts.append(f"recompute {lay.recompute}")
-    if w.micro_batch is not None:
-        parts.append(f"micro-batch {w.micro_batch}, grad-accum {w.grad_accum}")
-    if lay.offload not in (None, "none"):
-        parts.append(f"offload {lay.offload}")
-    parts.append(lay.mode or "")
-    return ", ".join(p for p in parts if p)
-
-
 def memory_text(d: dict) -> str:
     keys = (("weights", "weights_bytes"), ("grads", "grads_bytes"), ("optimizer", "optimizer_bytes"),
             ("activations", "activations_bytes"), ("KV cache", "kv_cache_bytes"))
     return ", ".join(f"{name} {fmt_bytes(d[k])}" for name, k in keys if d.get(k))
+
+
+def lower_tiers(d: dict) -> str:
+    """'; host_dram 9.4 GiB': what the tiers below the device hold (offload, a weight store)."""
+    rest = list(d.get("tier_bytes", {}).items())[1:]
+    return "".join(f"; {name} {fmt_bytes(v)}" for name, v in rest if v)
 
 
 def predict_train_cmd(a) -> None:
@@ -115,7 +104,7 @@ def predict_train_cmd(a) -> None:
             ("tokens/s", f"{d['tokens_per_s']:,.0f}"), ("samples/s", f"{d['samples_per_s']:,.2f}"),
             ("TFLOP/s per device", f"{d['achieved_tflops']:,.{nd}f} model, {d['executed_tflops']:,.{nd}f} executed"),
             ("MFU", fmt_frac(d["mfu"])), ("bound", d["bound"]),
-            ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})")]
+            ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)}){lower_tiers(d)}")]
     rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
     pairs(rows)
 
@@ -233,7 +222,8 @@ def plan_cmd(a) -> None:
         return emit_json(res)
     w = res["workload"]
     print(f"plan: train {w['model']} on {w['devices']} x {w['hardware']}, batch {w['batch']} x {w['seq_len']}, "
-          f"{w['precision']}; objective {res['objective']}; {res['fitting']:,} of {res['searched']:,} layouts fit")
+          f"{w['precision']}; {res['fitting']:,} of {res['searched']:,} layouts fit; ranked by {res['objective']} "
+          "(within 1% the simpler layout first)")
     if res["note"]:
         print(f"note: {res['note']}")
     cols = ["#", "layout", "step", "tokens/s", "MFU", "memory/device: weights / grads / optimizer / activations",
@@ -247,7 +237,7 @@ def plan_cmd(a) -> None:
         mem = " / ".join(fmt_bytes(d[k]) for k in ("weights_bytes", "grads_bytes", "optimizer_bytes",
                                                    "activations_bytes"))
         row = [str(i), layout_text(p.workload), fmt_time(d["step_time_s"]), f"{d['tokens_per_s']:,.0f}",
-               fmt_frac(d["mfu"]), f"{fmt_bytes(d['peak_mem_bytes'])} ({mem})", d["bound"]]
+               fmt_frac(d["mfu"]), f"{fmt_bytes(d['peak_mem_bytes'])} ({mem}){lower_tiers(d)}", d["bound"]]
         if res["objective"] in extra:
             _, key, scale = extra[res["objective"]]
             row.append("unknown" if d[key] is None else f"{d[key] * scale:.3g}")

@@ -229,17 +229,19 @@ def memory_use(spec, sh, hw, g: Grid, acts, xp) -> MemoryUse:
     # weight streaming: two layers' weights double-buffered on the device; the store holds the
     # model state (a per-device store: this device's data-parallel share, as ZeRO-Infinity)
     buf = 2.0 * sh.layer_params * sh.s
-    stream_dev = buf + act + logits
+    stream_kinds = (buf, 0.0, 0.0)  # weights, grads, optimizer on the device
     state = W + G + O
     stream_store = state if h.store_shared else state / dp
     if h.store is None:  # the store is the device's own memory (a CPU): all of it there
-        stream_dev, stream_store = stream_dev + stream_store, 0.0
+        stream_kinds, stream_store = (buf + W / dp, G / dp, O / dp), 0.0
+    stream_dev = sum(stream_kinds) + act + logits
     peak = xp.where(st, stream_dev, resident)
     store = xp.where(st, stream_store, xp.where(off, od, 0.0))
     cap_store = h.store.capacity_bytes if h.store is not None else 0.0
     fits = (peak <= h.resident.capacity_bytes) & (store <= cap_store)
-    return MemoryUse(weights_bytes=xp.where(st, buf, wd), grads_bytes=xp.where(st, 0.0, gd),
-                     optimizer_bytes=xp.where(st | off, 0.0, od), activations_bytes=act + logits,
+    sw, sg, so = stream_kinds
+    return MemoryUse(weights_bytes=xp.where(st, sw, wd), grads_bytes=xp.where(st, sg, gd),
+                     optimizer_bytes=xp.where(st, so, xp.where(off, 0.0, od)), activations_bytes=act + logits,
                      peak_mem_bytes=peak, store_bytes=store, fits=fits, resident_tier=h.resident.name,
                      store_tier=h.store.name if h.store is not None else None)
 

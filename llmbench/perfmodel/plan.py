@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmbench.errors import BadInput
-from llmbench.point import OFFLOAD, RECOMPUTE, Workload
+from llmbench.point import LAYOUT_FIELDS, OFFLOAD, RECOMPUTE, Workload
 
 from .grid import OFF_NONE, OFF_OPTIMIZER, OFF_WEIGHTS, Grid, code
 from .memory import hierarchy
@@ -73,6 +73,24 @@ class Plan:
 
     def best(self) -> Workload:
         return self.workload_at(int(self.order[0]))
+
+
+def layout_text(w) -> str:
+    """'tp 2 x pp 4 x dp 8, ZeRO 1, recompute full, micro-batch 2, grad-accum 16, resident' for a
+    resolved workload (weight streaming stands for offloaded weights)."""
+    lay = w.layout
+    dp = w.devices // ((lay.tp or 1) * (lay.pp or 1))
+    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}"]
+    if lay.zero is not None:
+        parts.append(f"ZeRO {lay.zero}")
+    if lay.recompute is not None:
+        parts.append(f"recompute {lay.recompute}")
+    if w.micro_batch is not None:
+        parts.append(f"micro-batch {w.micro_batch}, grad-accum {w.grad_accum}")
+    if lay.offload not in (None, "none", "weights"):
+        parts.append(f"offload {lay.offload}")
+    parts.append(lay.mode or "")
+    return ", ".join(p for p in parts if p)
 
 
 def modes_offloads(h, lay) -> list[int]:
@@ -133,18 +151,23 @@ def layouts(spec, hw, w: Workload, counts) -> dict:
     h, lay = hierarchy(hw), w.layout
     rcs = [code("recompute", lay.recompute)] if lay.recompute is not None else [0, 1, 2]
     offs = modes_offloads(h, lay)
-    rows = []
+    cols = {k: [] for k in FIELDS}
     for n, tp, pp in itertools.product(counts, tp_options(spec, h, lay), pp_options(spec, h, lay)):
         if n % (tp * pp) or pp > spec.n_layers or w.batch % (n // (tp * pp)):
             continue
         dp = n // (tp * pp)
         mbs = micro_options(w, w.batch // dp)
         for off in offs:
-            if off != OFF_WEIGHTS or tp * pp == 1:
-                rows += [(n, tp, pp, mb, z, rc, off) for mb in mbs for z in zero_options(h, lay, dp, pp, off)
-                         for rc in rcs]
-    a = np.array(rows, dtype=np.int64).reshape(-1, len(FIELDS))
-    return {k: a[:, j] for j, k in enumerate(FIELDS)}
+            if off == OFF_WEIGHTS and tp * pp > 1:
+                continue
+            combos = list(itertools.product(mbs, zero_options(h, lay, dp, pp, off), rcs))
+            if combos:
+                k = len(combos)
+                for name, v in (("devices", n), ("tp", tp), ("pp", pp), ("offload", off)):
+                    cols[name] += [v] * k
+                for name, v in zip(("micro_batch", "zero", "recompute"), zip(*combos)):
+                    cols[name] += v
+    return {k: np.array(v, dtype=np.int64) for k, v in cols.items()}
 
 
 def evaluate(spec, hw, w: Workload, L: dict, params) -> dict:
@@ -208,8 +231,13 @@ def device_counts(hw, up_to: int) -> list[int]:
     return sorted(out | {up_to})
 
 
-def check_devices(hw, n: int) -> None:
+def check_devices(hw, n: int, lay=None) -> None:
+    """BadInput for a device count or a tp / pp the architecture does not have (a wafer cluster:
+    at most its systems, strictly data parallel)."""
     h = hierarchy(hw)
+    if lay is not None and h.kind == "wafer" and ((lay.tp or 1) > 1 or (lay.pp or 1) > 1):
+        raise BadInput(f"{hw.name} trains strictly data parallel (weight streaming from MemoryX over SwarmX): "
+                       "tensor and pipeline parallelism do not apply; leave --tp and --pp out")
     if h.max_devices and n > h.max_devices:
         from .memory import SWARMX, WAFER_DEFAULT
 
@@ -220,15 +248,23 @@ def check_devices(hw, n: int) -> None:
 def plan(spec, hw, w: Workload, params=None) -> Plan:
     """The time-ordered plan of `w` on its devices; BadInput (one line) when nothing fits, with
     the fewest devices on which some layout does."""
-    check_devices(hw, w.devices)
+    check_devices(hw, w.devices, w.layout)
     p = search(spec, hw, w, params)
     if len(p.order):
         return p
     raise BadInput(refusal(spec, hw, w, params, p.searched))
 
 
+def given_knobs(w: Workload) -> list[str]:
+    """The layout options the user gave (as flags), which the search keeps."""
+    out = [k for k in LAYOUT_FIELDS if getattr(w.layout, k) is not None]
+    out += [k for k in ("micro_batch", "grad_accum") if getattr(w, k) is not None]
+    return ["--" + k.replace("_", "-") for k in out]
+
+
 def refusal(spec, hw, w: Workload, params, searched: int) -> str:
-    """Why nothing fits, and on how few devices something would."""
+    """Why nothing fits, and on how few devices something would (with the knobs given, else with
+    the planner choosing them). A wafer's MemoryX limit is no question of devices or tp/pp."""
     from llmbench.units import fmt_bytes
 
     from .memory import model_state_bytes
@@ -236,21 +272,22 @@ def refusal(spec, hw, w: Workload, params, searched: int) -> str:
 
     h = hierarchy(hw)
     head = (f"{spec.name} (batch {w.batch} x {w.seq_len}, {w.precision}) fits no layout on {w.devices} x "
-            f"{hw.name} ({searched} layouts searched)")
+            f"{hw.name} ({searched} layout{'s' if searched != 1 else ''} searched)")
     state = sum(model_state_bytes(shape(spec, w.precision)))
     if h.store_shared and h.store is not None and state > h.store.capacity_bytes:
         return (f"{head}: weights and optimizer state need {fmt_bytes(state)} of {h.store.name}, which holds "
                 f"{fmt_bytes(h.store.capacity_bytes)} for the whole cluster; more systems do not add any")
-    top = h.max_devices or MAX_DEVICES
-    more = search(spec, hw, w, params, "devices", device_counts(hw, top))
-    if not len(more.order):
-        return (f"{head}, nor on any count up to {top}: even one sequence's activations exceed "
-                f"{h.resident.name} ({fmt_bytes(h.resident.capacity_bytes)} per device); try a shorter "
-                "--seq or another precision")
-    from .cli import layout_text
-
-    best = more.best()
-    return f"{head}; the fewest devices on which one fits: {best.devices} ({layout_text(best)})"
+    top, given = h.max_devices or MAX_DEVICES, given_knobs(w)
+    for free in ([False, True] if given else [False]):
+        ww = w.with_(micro_batch=None, grad_accum=None, **{k: None for k in LAYOUT_FIELDS}) if free else w
+        more = search(spec, hw, ww, params, "devices", device_counts(hw, top))
+        if len(more.order):
+            best = more.best()
+            how = f"leaving {' '.join(given)} to the planner, " if free else ""
+            return f"{head}; {how}the fewest devices on which one fits: {best.devices} ({layout_text(best)})"
+    return (f"{head}, nor on any count up to {top}: even one sequence's activations exceed "
+            f"{h.resident.name} ({fmt_bytes(h.resident.capacity_bytes)} per device); try a shorter "
+            "--seq or another precision")
 
 
 def plan_report(w: Workload, objective: str = "time", top: int = 10, params=None) -> dict:
@@ -265,7 +302,7 @@ def plan_report(w: Workload, objective: str = "time", top: int = 10, params=None
     hw = get_hardware(w.hardware)
     w = w.with_(hardware=hw.name, precision=w.precision or precision_for(hw), devices=w.devices or 1)
     spec = w.spec()
-    check_devices(hw, w.devices)
+    check_devices(hw, w.devices, w.layout)
     p = params if params is not None else resolve_params(hw)
     counts = [w.devices] if objective == "time" else device_counts(hw, w.devices)
     res = search(spec, hw, w, p, objective, counts)

@@ -20,7 +20,7 @@ from llmbench.point import Workload
 from ._xp import Scalar, backend_for, is_scalar
 from .grid import grid_of
 from .params import resolve_params
-from .step import peak_flops, step_arrays  # noqa: F401  (peak_flops: used by infer, kept here)
+from .step import step_arrays
 
 MODES = ("auto", "resident", "weight_streaming")
 #: the breakdown a prediction reports, in seconds per step (keys of `breakdown_s`)
@@ -84,6 +84,9 @@ def check_layout(spec, hw, w: Workload) -> None:
         raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
     if lay.mode == "weight_streaming" and (tp > 1 or pp > 1):
         raise BadInput("weight_streaming runs data parallel only; use --tp 1 --pp 1")
+    from .plan import check_devices
+
+    check_devices(hw, n, lay)
     w.micro_steps(n // (tp * pp))
 
 
