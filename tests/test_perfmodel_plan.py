@@ -11,6 +11,7 @@ import pytest
 from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 from llmbench.perfmodel.memory import hierarchy, model_state_bytes
+from llmbench.perfmodel.params import resolve_params
 from llmbench.models import get_model
 from llmbench.models.counting import kv_cache_bytes_per_token
 from llmbench.perfmodel.plan import device_counts, plan_report, search
@@ -54,7 +55,8 @@ def test_the_planned_layout_is_the_fastest_that_fits_and_the_sweep_agrees():
     w = _w(model, hw_name, n, batch, seq, precision="bf16")
     hw = get_hardware(hw_name)
     p = search(w.spec(), hw, w)
-    r = p.metrics
+    r = {k: np.asarray(v) for k, v in p.metrics.items()}
+    L = {k: np.asarray(v) for k, v in p.layouts.items()}
     assert p.searched > 1000 and 0 < len(p.order) < p.searched
     best = int(p.order[0])
     fit_times = r["step_time_s"][r["fits"]]
@@ -63,8 +65,26 @@ def test_the_planned_layout_is_the_fastest_that_fits_and_the_sweep_agrees():
     one = predict(p.best())
     assert one.step_time_s == pytest.approx(r["step_time_s"][best], rel=1e-9) and one.fits
     # every layout searched respects the rules: tp within the node and dividing the heads
-    assert set(np.unique(p.layouts["tp"])) <= {1, 2, 4, 8} and (40 % p.layouts["tp"] == 0).all()
-    assert ((p.layouts["pp"] == 1) | (p.layouts["zero"] <= 1)).all()  # no ZeRO-2/3 with pipelining
+    assert set(np.unique(L["tp"])) <= {1, 2, 4, 8} and (40 % L["tp"] == 0).all()
+    assert ((L["pp"] == 1) | (L["zero"] <= 1)).all()  # no ZeRO-2/3 with pipelining
+
+
+def test_a_small_search_runs_on_floats_and_agrees_with_numpy():
+    # one device: a few dozen layouts, predicted without numpy; the same layouts through numpy
+    from llmbench.perfmodel import plan as P
+
+    w = _w("gpt2-small", "a100-80gb", 1, 8, 1024, precision="bf16")
+    hw, spec = get_hardware("a100-80gb"), w.spec()
+    L = P.layouts(spec, hw, w, [1])
+    assert 0 < len(L["devices"]) <= P.SMALL
+    floats = P.evaluate(spec, hw, w, L, resolve_params(hw))
+    old, P.SMALL = P.SMALL, 0
+    try:
+        arrays = P.evaluate(spec, hw, w, L, resolve_params(hw))
+    finally:
+        P.SMALL = old
+    assert floats["fits"] == arrays["fits"]
+    assert np.allclose(floats["step_time_s"], arrays["step_time_s"], rtol=1e-12)
 
 
 def test_a_knob_given_constrains_the_search():

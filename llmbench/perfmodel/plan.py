@@ -20,13 +20,14 @@ token: power_w x devices x step / tokens), cost (USD per token: price_per_device
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
-from typing import Any
 
 from llmbench.errors import BadInput
 from llmbench.point import LAYOUT_FIELDS, OFFLOAD, RECOMPUTE, Workload
 
-from .grid import OFF_NONE, OFF_OPTIMIZER, OFF_WEIGHTS, Grid, code
+from ._xp import Scalar
+from .grid import OFF_NONE, OFF_WEIGHTS, Grid, code
 from .memory import hierarchy
 from .params import resolve_params
 
@@ -35,6 +36,8 @@ OBJECTIVES = ("time", "devices", "energy", "cost")
 #: recompute, lower ZeRO, smaller tp x pp, fewer devices): the model is not accurate to 1%, and
 #: users do not add a mechanism for less
 TIE = 0.01
+#: searches of at most this many layouts run on Python floats (no numpy import)
+SMALL = 256
 #: the largest device count the fewest-devices search tries (beyond a wafer cluster's own limit)
 MAX_DEVICES = 1 << 16
 FIELDS = ("devices", "tp", "pp", "micro_batch", "zero", "recompute", "offload")
@@ -47,10 +50,10 @@ class Plan:
     workload: Workload
     """as given (precision and defaults resolved)"""
     layouts: dict
-    """FIELDS -> numpy array, one entry per layout searched"""
+    """FIELDS -> list, one entry per layout searched"""
     metrics: dict
-    """sweep_train's dict of arrays for the same layouts"""
-    order: Any
+    """sweep_train's metrics for the same layouts (lists)"""
+    order: list
     """indices of the layouts that fit, best first"""
     objective: str
     note: str = ""
@@ -62,7 +65,7 @@ class Plan:
 
     def workload_at(self, i: int) -> Workload:
         """The resolved Workload of layout i."""
-        L = {k: int(v[i]) for k, v in self.layouts.items()}
+        L = {k: int(v[i]) for k, v in self.layouts.items()}  # noqa: E741
         dp = L["devices"] // (L["tp"] * L["pp"])
         off = OFFLOAD[L["offload"]]
         w = self.workload
@@ -145,9 +148,7 @@ def zero_options(h, lay, dp: int, pp: int, off: int) -> list[int]:
 
 
 def layouts(spec, hw, w: Workload, counts) -> dict:
-    """Every layout of the search space on each device count, as numpy arrays (FIELDS)."""
-    import numpy as np
-
+    """Every layout of the search space on each device count: FIELDS -> list of ints."""
     h, lay = hierarchy(hw), w.layout
     rcs = [code("recompute", lay.recompute)] if lay.recompute is not None else [0, 1, 2]
     offs = modes_offloads(h, lay)
@@ -167,60 +168,76 @@ def layouts(spec, hw, w: Workload, counts) -> dict:
                     cols[name] += [v] * k
                 for name, v in zip(("micro_batch", "zero", "recompute"), zip(*combos)):
                     cols[name] += v
-    return {k: np.array(v, dtype=np.int64) for k, v in cols.items()}
+    return cols
 
 
 def evaluate(spec, hw, w: Workload, L: dict, params) -> dict:
-    """sweep_train's metrics for each layout of L (numpy)."""
-    import numpy as np
-
+    """sweep_train's metrics for each layout of L: one numpy pass; a search of at most SMALL
+    layouts runs them one by one on Python floats instead (no numpy import: a planned
+    prediction on one device stays as fast as a given one). Returns lists."""
     from .step import step_arrays
     from .train import sweep_metrics
 
-    g = Grid(batch=float(w.batch), seq=float(w.seq_len), sparsity=float(w.sparsity),
-             **{k: L[k].astype(float) for k in FIELDS})
-    return sweep_metrics(step_arrays(spec, hw, w.precision, g, params, np), np)
+    n = len(L["devices"])
+    base = {"batch": float(w.batch), "seq": float(w.seq_len), "sparsity": float(w.sparsity)}
+    if n <= SMALL:
+        rows = [sweep_metrics(step_arrays(spec, hw, w.precision, Grid(**base, **{k: float(L[k][i]) for k in FIELDS}),
+                                          params, Scalar), Scalar) for i in range(n)]
+        return {k: [r[k] for r in rows] for k in (rows[0] if rows else ("fits",))}
+    import numpy as np
+
+    g = Grid(**base, **{k: np.array(L[k], dtype=float) for k in FIELDS})
+    r = sweep_metrics(step_arrays(spec, hw, w.precision, g, params, np), np)
+    return {k: v.tolist() if hasattr(v, "tolist") else v for k, v in r.items()}
 
 
-def score(hw, r: dict, L: dict, objective: str) -> tuple[Any, str]:
-    """(what to minimise per layout, a note when the objective is unknown for this hardware)."""
-    tokens = r["tokens_per_s"]
-    if objective == "energy":
-        if not hw.power_w:
-            return r["step_time_s"], f"energy unknown (no power_w for {hw.name}): ranked by time"
-        return hw.power_w * L["devices"] / tokens, ""
-    if objective == "cost":
-        price = getattr(hw, "price_per_device_hour_usd", None)
-        if not price:
-            return r["step_time_s"], f"cost unknown (no price_per_device_hour_usd for {hw.name}): ranked by time"
-        return price / 3600.0 * L["devices"] / tokens, ""
-    if objective == "devices":
-        return L["devices"] * 1e6 + r["step_time_s"] / (r["step_time_s"].max() + 1e-30), ""
-    return r["step_time_s"], ""
+def score(hw, step: float, tokens: float, devices: int, objective: str) -> float:
+    """What the objective minimises for one layout (devices: time, within a device count)."""
+    if objective == "energy" and hw.power_w:
+        return hw.power_w * devices / tokens
+    price = getattr(hw, "price_per_device_hour_usd", None)
+    if objective == "cost" and price:
+        return price / 3600.0 * devices / tokens
+    return step
+
+
+def unknown(hw, objective: str) -> str:
+    """The note when the catalog lacks what the objective needs (then: ranked by time)."""
+    if objective == "energy" and not hw.power_w:
+        return f"energy unknown (no power_w for {hw.name}): ranked by time"
+    if objective == "cost" and not getattr(hw, "price_per_device_hour_usd", None):
+        return f"cost unknown (no price_per_device_hour_usd for {hw.name}): ranked by time"
+    return ""
+
+
+def rank(hw, r: dict, L: dict, objective: str) -> list[int]:
+    """Indices of the layouts that fit, best first: in bands of TIE from the best score (per device
+    count for `devices`, fewest first); within a band the simpler layout (no offload, less
+    recompute, lower ZeRO, smaller tp x pp, fewer devices), then the better score."""
+    ok = [i for i, f in enumerate(r["fits"]) if f]
+    s = {i: score(hw, r["step_time_s"][i], r["tokens_per_s"][i], L["devices"][i], objective) for i in ok}
+    group = (lambda i: L["devices"][i]) if objective == "devices" else (lambda i: 0)
+    best: dict = {}
+    for i in ok:
+        best[group(i)] = min(best.get(group(i), math.inf), s[i])
+
+    def key(i):
+        band = math.floor(math.log(s[i] / best[group(i)]) / math.log1p(TIE) + 1e-9)
+        return (group(i), band, L["offload"][i], L["recompute"][i], L["zero"][i], L["tp"][i] * L["pp"][i],
+                L["devices"][i], s[i])
+    return sorted(ok, key=key)
 
 
 def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=None) -> Plan:
-    """Evaluate every layout of the search space; order those that fit by the objective, in bands
-    of TIE; within a band the simpler layout first (no offload, less recompute, lower ZeRO,
-    smaller tp x pp, fewer devices), then the better score."""
-    import numpy as np
-
+    """Evaluate every layout of the search space (on each of `counts` devices, default
+    w.devices) and rank those that fit by the objective (rank)."""
     if objective not in OBJECTIVES:
         raise BadInput(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     p = params if params is not None else resolve_params(hw)
     L = layouts(spec, hw, w, counts or [w.devices])
-    r = evaluate(spec, hw, w, L, p) if len(L["devices"]) else {"fits": np.zeros(0, bool)}
-    ok = np.nonzero(r["fits"])[0]
-    note = ""
-    if len(ok):
-        s, note = score(hw, r, L, objective)
-        band = np.floor(np.log(s[ok] / s[ok].min()) / np.log1p(TIE))  # 1% bands from the best
-        keys = (s[ok], L["devices"][ok], L["tp"][ok] * L["pp"][ok], L["zero"][ok], L["recompute"][ok],
-                L["offload"][ok], band)
-        order = ok[np.lexsort(keys)]
-    else:
-        order = ok
-    return Plan(workload=w, layouts=L, metrics=r, order=order, objective=objective, note=note)
+    r = evaluate(spec, hw, w, L, p)
+    return Plan(workload=w, layouts=L, metrics=r, order=rank(hw, r, L, objective), objective=objective,
+                note=unknown(hw, objective))
 
 
 def device_counts(hw, up_to: int) -> list[int]:
