@@ -20,7 +20,7 @@ from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
 TRAIN_FIELDS = ("model", "hardware", "batch", "seq_len", "devices", "precision", "micro_batch",
                 "grad_accum", "sparsity") + LAYOUT_FIELDS
-INFER_FIELDS = ("model", "hardware", "batch", "seq_len", "gen_len", "devices", "precision", "mode")
+INFER_FIELDS = ("model", "hardware", "batch", "seq_len", "gen_len", "devices", "precision", "tp", "pp", "mode")
 
 
 def register(cli) -> None:

@@ -111,6 +111,9 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     s = Serve(spec=spec, hw=hw, sh=sh, p=params if params is not None else resolve_params(hw),
               peak=peak_flops(hw, precision), mode=mode, encoder=encoder, weights_bytes=sh.params * sh.s,
               kv_bytes_per_token=0.0 if encoder else kv_cache_bytes_per_token(spec, precision))
+    tp = w.layout.tp
+    if tp and (spec.n_heads % tp or (w.devices and w.devices % tp)):
+        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and the devices ({w.devices})")
     counts = [w.devices] if w.devices else _counts(hw, mode)
     best = None
     for n in counts:
