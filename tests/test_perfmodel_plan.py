@@ -16,7 +16,6 @@ from llmbench.models import get_model
 from llmbench.models.counting import kv_cache_bytes_per_token
 from llmbench.perfmodel.plan import device_counts, plan_report, search
 from llmbench.perfmodel.predict import predict
-from llmbench.perfmodel.shapes import shape
 from llmbench.point import LAYOUT_FIELDS, METRICS, Workload
 
 # the cases of issue 10: (model, hardware, devices, global batch, seq)
@@ -131,7 +130,7 @@ def test_wafer_activations_live_on_the_wafer_so_big_batches_are_micro_batched():
     w, sram = pred.workload, get_hardware("cs2").tier("sram")
     assert w.layout.mode == "weight_streaming" and w.layout.offload == "weights"
     assert w.grad_accum > 1 and pred.activations_bytes <= sram.capacity_bytes  # Cerebras micro-batching
-    assert pred.tier_bytes["memoryx"] == pytest.approx(sum(model_state_bytes(shape(w.spec(), "bf16"))))
+    assert pred.tier_bytes["memoryx"] == pytest.approx(sum(model_state_bytes(w.spec(), "bf16")))
 
 
 def test_sn30_holds_weights_optimizer_and_activations_in_ddr():

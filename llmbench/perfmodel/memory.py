@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
@@ -165,12 +166,15 @@ def _cpu(hw) -> Hierarchy:
                      rule=RULES["cpu"])
 
 
-def model_state_bytes(sh) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes of the whole model, mixed-precision Adam (ZeRO
-    arXiv:1910.02054 Sec. 3.1): weights and gradients at the precision (fp32 gradients when it is
-    fp32), an fp32 master copy unless fp32, two fp32 moments."""
-    P, s = float(sh.params), sh.s
-    return s * P, (4.0 if s >= 4 else s) * P, (8.0 + (0.0 if s >= 4 else 4.0)) * P
+@lru_cache(maxsize=256)
+def model_state_bytes(spec, precision: str) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer incl. fp32 master) bytes of the whole model:
+    models/counting.training_memory_bytes (mixed-precision Adam, ZeRO arXiv:1910.02054 Sec. 3.1),
+    the one model-level formula; this module only places it per device and tier."""
+    from llmbench.models.counting import training_memory_bytes
+
+    m = training_memory_bytes(spec, precision)
+    return m["weights"], m["gradients"], m["master_weights"] + m["optimizer"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,10 +218,10 @@ def activations(spec, g: Grid, acts, xp):
     return act, logits
 
 
-def memory_use(spec, sh, hw, g: Grid, acts, xp) -> MemoryUse:
+def memory_use(spec, sh, precision: str, hw, g: Grid, acts, xp) -> MemoryUse:
     """Per-device bytes on each tier, by the rules above; fits when every tier holds its share."""
     h = hierarchy(hw)
-    W, G, O = model_state_bytes(sh)
+    W, G, O = model_state_bytes(spec, precision)
     dp, mp = g.dp, g.tp * g.pp
     wd = W / xp.where(g.zero >= 3, dp, 1.0) / mp
     gd = G / xp.where(g.zero >= 2, dp, 1.0) / mp

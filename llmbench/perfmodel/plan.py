@@ -285,12 +285,11 @@ def refusal(spec, hw, w: Workload, params, searched: int) -> str:
     from llmbench.units import fmt_bytes
 
     from .memory import model_state_bytes
-    from .shapes import shape
 
     h = hierarchy(hw)
     head = (f"{spec.name} (batch {w.batch} x {w.seq_len}, {w.precision}) fits no layout on {w.devices} x "
             f"{hw.name} ({searched} layout{'s' if searched != 1 else ''} searched)")
-    state = sum(model_state_bytes(shape(spec, w.precision)))
+    state = sum(model_state_bytes(spec, w.precision))
     if h.store_shared and h.store is not None and state > h.store.capacity_bytes:
         return (f"{head}: weights and optimizer state need {fmt_bytes(state)} of {h.store.name}, which holds "
                 f"{fmt_bytes(h.store.capacity_bytes)} for the whole cluster; more systems do not add any")

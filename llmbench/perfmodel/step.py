@@ -333,7 +333,7 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp) -> StepArrays:
     skipped = (S if hw.skips_zero_weights else xp.where(S >= 0.5, 0.5, 0.0) if hw.structured_sparsity else 0.0)
     hw_fl = hw_fl - skipped * 2.0 * g.seq * sh.dense_params * (3.0 + 1.0 * full)
     acts = per_seq(lambda t: act_per_seq(spec, t, precision), g.seq, xp)
-    mem = memory_use(spec, sh, hw, g, acts, xp)
+    mem = memory_use(spec, sh, precision, hw, g, acts, xp)
     m = g.micro_steps
     return StepArrays(grid=g, micro=mi, step=step, micro_steps=m, compute_s=m * mi.compute_s,
                       memory_s=m * mi.memory_s, model_flops=model * g.batch, hw_flops=hw_fl * g.batch,
