@@ -82,7 +82,7 @@ def test_a_small_search_runs_on_floats_and_agrees_with_numpy():
         arrays = P.evaluate(spec, hw, w, L, resolve_params(hw))
     finally:
         P.SMALL = old
-    assert floats["fits"] == arrays["fits"]
+    assert floats["fits"] == arrays["fits"].tolist()
     assert np.allclose(floats["step_time_s"], arrays["step_time_s"], rtol=1e-12)
 
 

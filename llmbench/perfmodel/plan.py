@@ -52,7 +52,7 @@ class Plan:
     layouts: dict
     """FIELDS -> list, one entry per layout searched"""
     metrics: dict
-    """sweep_train's metrics for the same layouts (lists)"""
+    """sweep_train's metrics for the same layouts (numpy arrays; lists for a search on floats)"""
     order: list
     """indices of the layouts that fit, best first"""
     objective: str
@@ -187,8 +187,7 @@ def evaluate(spec, hw, w: Workload, L: dict, params) -> dict:
     import numpy as np
 
     g = Grid(**base, **{k: np.array(L[k], dtype=float) for k in FIELDS})
-    r = sweep_metrics(step_arrays(spec, hw, w.precision, g, params, np), np)
-    return {k: v.tolist() if hasattr(v, "tolist") else v for k, v in r.items()}
+    return sweep_metrics(step_arrays(spec, hw, w.precision, g, params, np), np)
 
 
 def score(hw, step: float, tokens: float, devices: int, objective: str) -> float:
@@ -214,8 +213,11 @@ def rank(hw, r: dict, L: dict, objective: str) -> list[int]:
     """Indices of the layouts that fit, best first: in bands of TIE from the best score (per device
     count for `devices`, fewest first); within a band the simpler layout (no offload, less
     recompute, lower ZeRO, smaller tp x pp, fewer devices), then the better score."""
-    ok = [i for i, f in enumerate(r["fits"]) if f]
-    s = {i: score(hw, r["step_time_s"][i], r["tokens_per_s"][i], L["devices"][i], objective) for i in ok}
+    ok = [i for i, f in enumerate(_list(r["fits"])) if f]
+    if not ok:
+        return []
+    step, tokens = _list(r["step_time_s"]), _list(r["tokens_per_s"])
+    s = {i: score(hw, step[i], tokens[i], L["devices"][i], objective) for i in ok}
     group = (lambda i: L["devices"][i]) if objective == "devices" else (lambda i: 0)
     best: dict = {}
     for i in ok:
@@ -226,6 +228,10 @@ def rank(hw, r: dict, L: dict, objective: str) -> list[int]:
         return (group(i), band, L["offload"][i], L["recompute"][i], L["zero"][i], L["tp"][i] * L["pp"][i],
                 L["devices"][i], s[i])
     return sorted(ok, key=key)
+
+
+def _list(v) -> list:
+    return v.tolist() if hasattr(v, "tolist") else list(v)
 
 
 def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=None) -> Plan:
