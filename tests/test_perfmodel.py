@@ -81,7 +81,7 @@ TINY = get_model("gpt2-small")
 
 def test_no_torch_and_no_numpy_on_the_cli_path():
     code = ("import sys, llmbench.perfmodel.cli, llmbench.perfmodel.train, llmbench.perfmodel.infer, "
-            "llmbench.perfmodel.validate, llmbench.perfmodel.calibrate; "
+            "llmbench.perfmodel.validate, llmbench.perfmodel.calibrate, llmbench.perfmodel.plan, llmbench.perfmodel.memory; "
             "assert 'torch' not in sys.modules; "
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
