@@ -4,9 +4,12 @@ included (goal <= 0.15 s each).
     .venv/bin/python benchmarks/predict_speed.py [--reps 7]
 
 Side by side in one run: `python -c pass` (the interpreter alone), `llmbench --help` (the whole
-argparse front end: every area's register()), `predict train --json`, `predict infer --json`, and
-the human output. Other engineers may share this machine: the load average is printed; minima and
-medians shown (the minimum is the least disturbed run).
+argparse front end: every area's register()), `predict train --json` with every layout knob given
+(one prediction on Python floats: no numpy), the same with the layout left to the planner (numpy
+imported: see benchmarks/predict_plan.py), `predict infer --json` (the serving layout is chosen on
+floats), and the human output. Other engineers may share this machine: the load average is printed; minima and
+medians shown (the minimum is the least disturbed run). Bytecode is cached (a temporary
+PYTHONPYCACHEPREFIX, warmed by one run) as an installed package has it.
 """
 from __future__ import annotations
 
@@ -16,20 +19,26 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 CMDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "llmbench --help": ["llmbench", "--help"],
     "predict train --json": ["llmbench", "predict", "train", "--model", "gpt3-6.7b", "--hardware", "a100-80gb",
-                             "--batch", "128", "--seq", "2048", "--devices", "64", "--tp", "2",
-                             "--recompute", "selective", "--zero", "1", "--json"],
+                             "--batch", "128", "--seq", "2048", "--devices", "64", "--tp", "2", "--pp", "1",
+                             "--recompute", "selective", "--zero", "1", "--offload", "none", "--mode", "resident",
+                             "--micro-batch", "4", "--json"],
+    "predict train (planned)": ["llmbench", "predict", "train", "--model", "gpt3-6.7b", "--hardware", "a100-80gb",
+                                "--batch", "128", "--seq", "2048", "--devices", "64", "--json"],
     "predict train (cs2)": ["llmbench", "predict", "train", "--model", "gpt3-20b", "--hardware", "cs2",
                             "--batch", "256", "--seq", "2048", "--json"],
     "predict infer --json": ["llmbench", "predict", "infer", "--model", "llama-3.1-70b", "--hardware", "h100-sxm",
                              "--batch", "8", "--prompt-len", "1024", "--gen-len", "256", "--json"],
     "predict train (table)": ["llmbench", "predict", "train", "--model", "gpt2-xl", "--hardware", "a100-40gb",
-                              "--batch", "64", "--seq", "1024", "--devices", "8", "--recompute", "full"],
+                              "--batch", "64", "--seq", "1024", "--devices", "8", "--recompute", "full",
+                              "--tp", "1", "--pp", "1", "--zero", "0", "--offload", "none", "--mode", "resident",
+                              "--grad-accum", "1"],
 }
 
 
@@ -41,12 +50,15 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {args.reps} runs each")
     print(f"{'command':<24} {'min s':>7} {'median s':>9} {'max s':>7}")
     res = {}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="llmbench-pyc-")
     for name, cmd in CMDS.items():
         cmd = [exe if c == "llmbench" else c for c in cmd]
+        subprocess.run(cmd, check=True, capture_output=True, env=env)  # bytecode warm-up
         ts = []
         for _ in range(args.reps):
             t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True)
+            subprocess.run(cmd, check=True, capture_output=True, env=env)
             ts.append(time.perf_counter() - t0)
         res[name] = ts
         print(f"{name:<24} {min(ts):>7.3f} {statistics.median(ts):>9.3f} {max(ts):>7.3f}")

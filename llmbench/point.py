@@ -109,10 +109,13 @@ METRICS = {
     "optimizer_bytes": ("bytes", "optimizer state (master weights, moments) per device"),
     "activations_bytes": ("bytes", "activations held per device at the peak"),
     "kv_cache_bytes": ("bytes", "KV cache per device"),
+    "tier_bytes": ("bytes", "per device, bytes on each memory tier by name (a store shared by all devices, "
+                            "such as MemoryX: its whole content)"),
     # time to train, energy, cost
     "epoch_time_s": ("s", "one epoch of the data set"),
     "device_hours": ("device-h", "devices x hours for the data set"),
     "energy_j_per_token": ("J/token", "device power x time per token"),
+    "cost_usd_per_token": ("USD/token", "price per device-hour x devices x time per token"),
     # predicted-only explanations
     "bound": ("", "compute | memory | network | stream: what limits the step"),
     "fits": ("", "whether the workload fits the devices' memory"),

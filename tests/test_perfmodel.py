@@ -13,17 +13,44 @@ import pytest
 from llmbench.hardware import HardwareSpec, Interconnect, MemoryTier, get_hardware
 from llmbench.models import get_model
 from llmbench.models.counting import kv_cache_bytes_per_token, training_flops
-from llmbench.perfmodel import (
-    predict_infer, predict_train, streaming_crossover_tokens, sweep_train, train_arrays,
-)
+from llmbench.perfmodel import predict_infer, predict_train, streaming_crossover_tokens, sweep_train
 from llmbench.perfmodel.params import defaults, gemm_efficiency
 from llmbench.perfmodel.project import DATASETS, get_dataset, project
+from llmbench.point import METRICS, Workload
 
-TRAIN_KEYS = {"step_time_s", "tokens_per_s", "samples_per_s", "achieved_tflops", "executed_tflops",
-              "mfu", "bound", "mode", "devices", "peak_mem_bytes", "fits", "breakdown_s"}
+TRAIN_KEYS = {"workload", "step_time_s", "tokens_per_s", "samples_per_s", "achieved_tflops", "executed_tflops",
+              "mfu", "bound", "mode", "peak_mem_bytes", "fits", "breakdown_s", "weights_bytes", "grads_bytes",
+              "optimizer_bytes", "activations_bytes", "tier_bytes", "energy_j_per_token", "cost_usd_per_token"}
 BREAKDOWN_KEYS = {"compute", "memory", "network", "stream", "optimizer", "exposed"}
-INFER_KEYS = {"time_to_first_token_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s_p50", "devices", "bound",
-              "kv_cache_bytes", "mode", "fits", "max_batch_x_context"}
+INFER_KEYS = {"workload", "time_to_first_token_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s_p50",
+              "bound", "kv_cache_bytes", "weights_bytes", "peak_mem_bytes", "tier_bytes", "mode", "fits",
+              "max_batch_x_context"}
+LAYOUT = ("tp", "pp", "zero", "recompute", "offload", "mode")
+
+
+def wl(spec, hw, *, batch, seq, devices=1, precision=None, tp=1, pp=1, zero=0, recompute="none", offload=None,
+       mode=None, grad_accum=None, micro_batch=None, sparsity=0.0, suite="train") -> Workload:
+    """A training Workload with an explicit layout (the planner chooses nothing): the hardware's
+    mode, no offload unless streaming, the whole per-replica batch in one micro-batch."""
+    if grad_accum is None and micro_batch is None:
+        grad_accum = 1
+    mode = mode or hw.default_mode_train
+    offload = offload or ("weights" if mode == "weight_streaming" else "none")
+    return Workload(model=spec.name, hardware=hw.name, suite=suite, batch=batch, seq_len=seq, devices=devices,
+                    precision=precision or ("fp32" if hw.kind == "cpu" else "bf16"), grad_accum=grad_accum,
+                    micro_batch=micro_batch, sparsity=sparsity,
+                    layout={"tp": tp, "pp": pp, "zero": zero, "recompute": recompute, "offload": offload,
+                            "mode": mode})
+
+
+def train(spec, hw, params=None, **kw):
+    return predict_train(spec, hw, wl(spec, hw, **kw), params)
+
+
+def infer(spec, hw, *, batch, prompt_len, gen_len, devices=None, precision="bf16", mode=None):
+    w = Workload(model=spec.name, hardware=hw.name, suite="infer", batch=batch, seq_len=prompt_len,
+                 gen_len=gen_len, devices=devices, precision=precision, layout={"mode": mode})
+    return predict_infer(spec, hw, w)
 
 
 def gpu(**kw) -> HardwareSpec:
@@ -54,21 +81,24 @@ TINY = get_model("gpt2-small")
 
 def test_no_torch_and_no_numpy_on_the_cli_path():
     code = ("import sys, llmbench.perfmodel.cli, llmbench.perfmodel.train, llmbench.perfmodel.infer, "
-            "llmbench.perfmodel.validate, llmbench.perfmodel.calibrate; assert 'torch' not in sys.modules; "
+            "llmbench.perfmodel.validate, llmbench.perfmodel.calibrate, llmbench.perfmodel.plan, llmbench.perfmodel.memory; "
+            "assert 'torch' not in sys.modules; "
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
-    # one prediction runs on Python floats: numpy never imported (start-up speed)
-    code = ("import sys; from llmbench.perfmodel import predict_train; from llmbench.models import get_model;"
-            "from llmbench.hardware import get_hardware; predict_train(get_model('gpt2-small'), "
-            "get_hardware('a100-80gb'), batch=8, seq=512); import llmbench.perfmodel.cli; "
-            "assert 'numpy' not in sys.modules, 'numpy imported'; print('ok')")
+    # one prediction (every layout knob given) runs on Python floats: numpy never imported
+    # (start-up speed); a knob left out is planned, and the planner may import numpy
+    code = ("import sys; from llmbench.cli import main; "
+            "main(['predict', 'train', '--model', 'gpt2-small', '--hardware', 'a100-80gb', '--batch', '8', "
+            "'--seq', '512', '--tp', '1', '--pp', '1', '--zero', '0', '--recompute', 'none', '--offload', 'none', "
+            "'--mode', 'resident', '--micro-batch', '4', '--json']); main(['predict', 'infer', '--model', 'gpt2-small', '--hardware', "
+            "'a100-80gb', '--json']); assert 'numpy' not in sys.modules, 'numpy imported'; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
 
 
 def test_train_keys_and_flop_accounting():
-    p = predict_train(TINY, gpu(), batch=16, seq=512, recompute="full")
+    p = train(TINY, gpu(), batch=16, seq=512, recompute="full")
     d = p.to_dict()
     assert set(d) == TRAIN_KEYS and set(d["breakdown_s"]) == BREAKDOWN_KEYS
     fl = training_flops(TINY, 16, 512, "full")
@@ -90,16 +120,16 @@ def test_gemm_efficiency_grows_with_size_and_saturates():
 
 
 def test_roofline_compute_bound_scales_with_peak():
-    a = predict_train(TINY, gpu(), batch=32, seq=512)
-    b = predict_train(TINY, gpu(peak_flops={"bf16": 200e12, "fp32": 10e12}), batch=32, seq=512)
+    a = train(TINY, gpu(), batch=32, seq=512)
+    b = train(TINY, gpu(peak_flops={"bf16": 200e12, "fp32": 10e12}), batch=32, seq=512)
     assert a.bound == "compute"
     assert b.breakdown_s["compute"] == pytest.approx(a.breakdown_s["compute"] / 2, rel=1e-6)
     assert b.breakdown_s["memory"] == pytest.approx(a.breakdown_s["memory"], rel=1e-6)
 
 
 def test_data_parallel_allreduce_ring_and_overlap():
-    one = predict_train(TINY, gpu(), batch=8, seq=512, devices=1)
-    many = predict_train(TINY, gpu(), batch=8 * 16, seq=512, devices=16)  # spans 2 nodes
+    one = train(TINY, gpu(), batch=8, seq=512, devices=1)
+    many = train(TINY, gpu(), batch=8 * 16, seq=512, devices=16)  # spans 2 nodes
     assert one.breakdown_s["network"] == 0.0
     from llmbench.models.counting import param_count
     # ring all-reduce 2(n-1)/n x bytes at the node's aggregate NIC bandwidth (8 x 10 GB/s) x network eff
@@ -108,36 +138,36 @@ def test_data_parallel_allreduce_ring_and_overlap():
     assert many.breakdown_s["network"] == pytest.approx(expect, rel=1e-6)
     assert many.tokens_per_s <= 16 * one.tokens_per_s
     # nothing hides the all-reduce when overlap is 0: exposed = the whole all-reduce
-    bare = predict_train(TINY, gpu(), batch=8 * 16, seq=512, devices=16, params=p | {"overlap": 0.0})
+    bare = train(TINY, gpu(), batch=8 * 16, seq=512, devices=16, params=p | {"overlap": 0.0})
     assert bare.breakdown_s["exposed"] == pytest.approx(expect, rel=1e-6)
     assert bare.tokens_per_s < 16 * one.tokens_per_s
 
 
 def test_grad_accumulation_amortises_the_allreduce():
     kw = dict(seq=512, devices=16)
-    g1 = predict_train(TINY, gpu(), batch=16, grad_accum=1, **kw)
-    g4 = predict_train(TINY, gpu(), batch=64, grad_accum=4, **kw)
+    g1 = train(TINY, gpu(), batch=16, grad_accum=1, **kw)
+    g4 = train(TINY, gpu(), batch=64, grad_accum=4, **kw)
     assert g1.breakdown_s["exposed"] > 0
     assert g4.samples_per_s > g1.samples_per_s
 
 
 def test_pipeline_bubble():
     spec = get_model("gpt3-1.3b")
-    r = train_arrays(spec, gpu(), batch=32, seq=1024, devices=4, pp=4, grad_accum=8)
-    pp1 = train_arrays(spec, gpu(), batch=32, seq=1024, devices=4, pp=4, grad_accum=1)
-    assert r["micro_batches"] == 8 and pp1["micro_batches"] == 32  # pp > 1, no GAS given: micro-batch 1
+    p = train(spec, gpu(), batch=32, seq=1024, devices=4, pp=4, grad_accum=8)
+    assert (p.workload.micro_batch, p.workload.grad_accum) == (4, 8)
+    r = p.breakdown_s
     assert r["exposed"] > 0
     # bubble (p-1)/(m+p-1) of the pipelined time
-    t_micro = (r["step_time_s"] - r["optimizer"]) / (8 + 3)
+    t_micro = (p.step_time_s - r["optimizer"]) / (8 + 3)
     assert r["exposed"] >= 3 * t_micro * 0.99
 
 
 def test_zero_stages_reduce_memory_and_not_fitting_says_so():
     spec = get_model("gpt3-2.7b")
-    mem = [predict_train(spec, gpu(), batch=8, seq=1024, devices=8, zero=z).peak_mem_bytes
+    mem = [train(spec, gpu(), batch=8, seq=1024, devices=8, zero=z).peak_mem_bytes
            for z in (0, 1, 2, 3)]
     assert mem == sorted(mem, reverse=True) and mem[3] < mem[0] / 2
-    big = predict_train(get_model("llama-2-70b"), gpu(), batch=8, seq=4096)
+    big = train(get_model("llama-2-70b"), gpu(), batch=8, seq=4096)
     assert not big.fits
 
 
@@ -146,9 +176,9 @@ def test_bad_input_is_one_valueerror():
                dict(sparsity=1.5), dict(batch=7, devices=2), dict(seq=99999)):
         args = dict(batch=8, seq=512) | kw
         with pytest.raises(ValueError):
-            predict_train(TINY, gpu(), **args)
+            train(TINY, gpu(), **args)
     with pytest.raises(ValueError):
-        predict_train(TINY, wafer(), batch=8, seq=512, devices=2, tp=2)
+        train(TINY, wafer(), batch=8, seq=512, devices=2, tp=2)
 
 
 def test_weight_streaming_exposes_stream_below_crossover():
@@ -156,8 +186,8 @@ def test_weight_streaming_exposes_stream_below_crossover():
     p = defaults("wafer") | {"layer_overhead_s": 0.0}
     x = streaming_crossover_tokens(TINY, hw, seq=512, params=p)
     assert 512 < x < math.inf
-    lo = predict_train(TINY, hw, batch=max(1, int(x / 512 / 4)), seq=512, params=p)
-    hi = predict_train(TINY, hw, batch=int(x / 512 * 4), seq=512, params=p)
+    lo = train(TINY, hw, batch=max(1, int(x / 512 / 4)), seq=512, params=p)
+    hi = train(TINY, hw, batch=int(x / 512 * 4), seq=512, params=p)
     assert lo.mode == "weight_streaming" and lo.bound == "stream"
     assert hi.bound == "compute"
     # weights in twice (fwd, bwd), gradients out once, over the external link
@@ -167,38 +197,38 @@ def test_weight_streaming_exposes_stream_below_crossover():
 
 def test_weight_streaming_without_external_tier():
     # a GPU streaming from host DRAM: the link is the dram tier; a CPU: its own DRAM copy bandwidth
-    r = predict_train(TINY, gpu(), batch=8, seq=512, mode="weight_streaming")
+    r = train(TINY, gpu(), batch=8, seq=512, mode="weight_streaming")
     from llmbench.models.counting import param_count
     assert r.breakdown_s["stream"] == pytest.approx(3 * param_count(TINY) * 2 / (25e9 * defaults("gpu")["stream"]))
     cpu = get_hardware("cpu")
-    c = predict_train(TINY, cpu, batch=2, seq=128, precision="fp32", mode="weight_streaming")
+    c = train(TINY, cpu, batch=2, seq=128, precision="fp32", mode="weight_streaming")
     assert c.breakdown_s["stream"] > 0 and c.mode == "weight_streaming"
     assert math.isfinite(streaming_crossover_tokens(TINY, cpu, "fp32"))
 
 
 def test_swarmx_scaling_is_nearly_linear():
     hw = wafer()
-    one = predict_train(get_model("gpt3-1.3b"), hw, batch=64, seq=2048)
-    eight = predict_train(get_model("gpt3-1.3b"), hw, batch=512, seq=2048, devices=8)
+    one = train(get_model("gpt3-1.3b"), hw, batch=64, seq=2048)
+    eight = train(get_model("gpt3-1.3b"), hw, batch=512, seq=2048, devices=8)
     eff = eight.samples_per_s / (8 * one.samples_per_s)
     assert 0.8 < eff < 1.0
 
 
 def test_sparsity_only_where_the_hardware_can_use_it():
     spec = get_model("gpt3-1.3b")
-    base = predict_train(spec, wafer(), batch=64, seq=2048).step_time_s
-    spp = predict_train(spec, wafer(), batch=64, seq=2048, sparsity=0.9)
+    base = train(spec, wafer(), batch=64, seq=2048).step_time_s
+    spp = train(spec, wafer(), batch=64, seq=2048, sparsity=0.9)
     sp = spp.step_time_s
     assert sp < base / 1.3
     # model FLOPs stay dense-equivalent; executed FLOPs drop by the skipped dense-layer work
     assert spp.executed_tflops < 0.5 * spp.achieved_tflops
     g = gpu()
-    d = predict_train(spec, g, batch=8, seq=2048, devices=8).step_time_s
-    assert predict_train(spec, g, batch=8, seq=2048, devices=8, sparsity=0.3).step_time_s == pytest.approx(d)
-    assert predict_train(spec, g, batch=8, seq=2048, devices=8, sparsity=0.5).step_time_s < d  # 2:4
+    d = train(spec, g, batch=8, seq=2048, devices=8).step_time_s
+    assert train(spec, g, batch=8, seq=2048, devices=8, sparsity=0.3).step_time_s == pytest.approx(d)
+    assert train(spec, g, batch=8, seq=2048, devices=8, sparsity=0.5).step_time_s < d  # 2:4
     plain = gpu(structured_sparsity="", peak_flops_sparse={})
-    assert predict_train(spec, plain, batch=8, seq=2048, devices=8, sparsity=0.9).step_time_s == pytest.approx(
-        predict_train(spec, plain, batch=8, seq=2048, devices=8).step_time_s)
+    assert train(spec, plain, batch=8, seq=2048, devices=8, sparsity=0.9).step_time_s == pytest.approx(
+        train(spec, plain, batch=8, seq=2048, devices=8).step_time_s)
 
 
 def test_sparsity_speedup_grows_with_model_size_on_a_wafer():
@@ -207,8 +237,8 @@ def test_sparsity_speedup_grows_with_model_size_on_a_wafer():
     sp = []
     for name, seq in (("gpt2-xl", 1024), ("gpt3-6.7b", 2048), ("gpt3-30b", 2048)):
         s = get_model(name)
-        sp.append(predict_train(s, hw, batch=112, seq=seq, sparsity=0.9).samples_per_s
-                  / predict_train(s, hw, batch=112, seq=seq).samples_per_s)
+        sp.append(train(s, hw, batch=112, seq=seq, sparsity=0.9).samples_per_s
+                  / train(s, hw, batch=112, seq=seq).samples_per_s)
     assert sp == sorted(sp) and sp[0] > 1.3
 
 
@@ -217,12 +247,15 @@ def test_sweep_matches_single_predictions_and_broadcasts():
     spec = get_model("gpt3-1.3b")
     batch = np.array([8, 16, 64, 256])
     dev = np.array([1, 2, 8, 32])
-    r = sweep_train(spec, hw, batch=batch, seq=2048, devices=dev, recompute="selective")
+    base = wl(spec, hw, batch=8, seq=2048, recompute="selective")
+    r = sweep_train(spec, hw, base, batch=batch, devices=dev, micro_batch=batch // dev)
     for i in range(4):
-        one = predict_train(spec, hw, batch=int(batch[i]), seq=2048, devices=int(dev[i]), recompute="selective")
+        one = train(spec, hw, batch=int(batch[i]), seq=2048, devices=int(dev[i]), recompute="selective")
         assert r["step_time_s"][i] == pytest.approx(one.step_time_s, rel=1e-9)
         assert r["mfu"][i] == pytest.approx(one.mfu, rel=1e-9)
-    grid = sweep_train(spec, hw, batch=np.array([8, 16])[:, None], seq=np.array([512, 1024, 2048])[None, :])
+        assert r["peak_mem_bytes"][i] == pytest.approx(one.peak_mem_bytes, rel=1e-9)
+    b = np.array([8, 16])[:, None]
+    grid = sweep_train(spec, hw, base, batch=b, micro_batch=b, seq_len=np.array([512, 1024, 2048])[None, :])
     assert grid["step_time_s"].shape == (2, 3)
     assert (grid["step_time_s"][:, 1:] > grid["step_time_s"][:, :-1]).all()
 
@@ -230,24 +263,24 @@ def test_sweep_matches_single_predictions_and_broadcasts():
 def test_infer_decode_is_memory_bound_and_batch_helps():
     hw = gpu(memory_tiers=(MemoryTier(name="hbm", role="hbm", capacity_bytes=80e9, bandwidth_bytes_per_s=2e12),))
     spec = get_model("llama-2-7b")
-    one = predict_infer(spec, hw, batch=1, prompt_len=512, gen_len=128)
+    one = infer(spec, hw, batch=1, prompt_len=512, gen_len=128)
     d = one.to_dict()
-    assert set(d) == INFER_KEYS and d["bound"] == "memory" and d["devices"] == 1
+    assert set(d) == INFER_KEYS and d["bound"] == "memory" and d["workload"]["devices"] == 1
     # decode at batch 1 reads every weight once per token
     t_weights = 2 * 6.74e9 / (2e12 * defaults("gpu")["memory"])
     assert 1 / d["decode_tokens_per_s_per_seq"] == pytest.approx(t_weights, rel=0.2)
-    many = predict_infer(spec, hw, batch=32, prompt_len=512, gen_len=128)
+    many = infer(spec, hw, batch=32, prompt_len=512, gen_len=128)
     assert many.tokens_per_s > 10 * one.tokens_per_s
     assert many.kv_cache_bytes == pytest.approx(32 * 640 * kv_cache_bytes_per_token(spec))
     assert many.time_to_first_token_s > one.time_to_first_token_s
 
 
 def test_infer_fewest_devices_and_sram_pipeline():
-    big = predict_infer(get_model("llama-2-70b"), get_hardware("a100-80gb"), batch=1, prompt_len=128, gen_len=128)
+    big = infer(get_model("llama-2-70b"), get_hardware("a100-80gb"), batch=1, prompt_len=128, gen_len=128)
     assert big.devices == 2  # 138 GB of bf16 weights: two 80 GB GPUs
     cs3 = get_hardware("cs3")
-    r70 = predict_infer(get_model("llama-3.1-70b"), cs3, batch=1, prompt_len=128, gen_len=128)
-    r8 = predict_infer(get_model("llama-3.1-8b"), cs3, batch=1, prompt_len=128, gen_len=128)
+    r70 = infer(get_model("llama-3.1-70b"), cs3, batch=1, prompt_len=128, gen_len=128)
+    r8 = infer(get_model("llama-3.1-8b"), cs3, batch=1, prompt_len=128, gen_len=128)
     assert (r70.mode, r70.devices, r8.devices) == ("sram_pipeline", 4, 1)
     assert r8.max_batch_x_context > 0
     cap = cs3.tier("sram").capacity_bytes
@@ -259,15 +292,15 @@ def test_infer_fewest_devices_and_sram_pipeline():
 def test_encoder_classification_latency():
     hw = get_hardware("a100-80gb")
     bert = get_model("bert-base")
-    lat = [predict_infer(bert, hw, batch=b, prompt_len=128, gen_len=0).latency_s_p50 for b in (1, 64, 512)]
+    lat = [infer(bert, hw, batch=b, prompt_len=128, gen_len=0).latency_s_p50 for b in (1, 64, 512)]
     assert lat == sorted(lat)
     with pytest.raises(ValueError):
-        predict_infer(bert, hw, batch=1, prompt_len=128, gen_len=5)
+        infer(bert, hw, batch=1, prompt_len=128, gen_len=5)
 
 
 def test_time_to_train():
     hw = get_hardware("a100-80gb")
-    pred = predict_train(TINY, hw, batch=64, seq=1024, devices=8)
+    pred = train(TINY, hw, batch=64, seq=1024, devices=8)
     pile = project(get_dataset("pile"), pred)
     assert pile["seconds"] == pytest.approx(DATASETS["pile"].tokens / pred.tokens_per_s)
     assert pile["device_hours"] == pytest.approx(pile["hours"] * 8)
@@ -288,3 +321,33 @@ def test_streaming_ratio_matches_the_crossover():
     below = streaming_ratio(spec, hw, batch=max(1, int(x / 1024 / 4)), seq=1024)
     above = streaming_ratio(spec, hw, batch=int(4 * x / 1024) + 1, seq=1024)
     assert below > 1.5 and 0.9 < above < 1.1
+
+
+def test_predictions_carry_the_resolved_workload_and_metrics_names():
+    from llmbench.perfmodel.predict import predict
+    from llmbench.point import check_metrics
+
+    t = predict(Workload(model="gpt2-small", hardware="a100-80gb", batch=16, seq_len=512, devices=2,
+                         layout={"tp": 1, "pp": 1, "zero": 1, "recompute": "selective", "offload": "none"}))
+    i = predict(Workload(model="llama-2-7b", hardware="a100-80gb", suite="infer", batch=4, seq_len=256, gen_len=32))
+    for pred in (t, i):
+        d = pred.to_dict()
+        assert check_metrics(pred.metrics(), type(pred).__name__) == []
+        assert set(d) == {"workload"} | set(pred.metrics())
+        w = Workload.from_dict(d["workload"])  # the JSON gives the workload back
+        knobs = LAYOUT if w.suite == "train" else ("tp", "pp", "mode")  # serving has no ZeRO or recompute
+        assert w.precision == "bf16" and w.devices >= 1 and all(getattr(w.layout, k) is not None for k in knobs)
+    assert (t.workload.micro_batch, t.workload.grad_accum) == (8, 1) and t.workload.layout.zero == 1
+    assert t.weights_bytes + t.grads_bytes + t.optimizer_bytes + t.activations_bytes == pytest.approx(t.peak_mem_bytes)
+
+
+def test_keyword_callers_get_the_same_prediction():
+    # callers outside perfmodel still pass keywords (until they move to Workloads): one converter
+    spec, hw = get_model("gpt3-1.3b"), get_hardware("a100-80gb")
+    old = predict_train(spec, hw, batch=64, seq=2048, devices=8, pp=2, recompute="full", zero=1)
+    new = train(spec, hw, batch=64, seq=2048, devices=8, pp=2, recompute="full", zero=1, micro_batch=1)
+    assert old.to_dict() == new.to_dict()
+    assert predict_infer(spec, hw, batch=2, prompt_len=128, gen_len=16).to_dict() == \
+        infer(spec, hw, batch=2, prompt_len=128, gen_len=16).to_dict()
+    with pytest.raises(ValueError, match="unknown prediction option"):
+        predict_train(spec, hw, batch=8, seq=128, warp=9)

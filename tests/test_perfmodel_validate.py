@@ -11,9 +11,11 @@ import sqlite3
 
 import pytest
 
+from llmbench.errors import BadInput
 from llmbench.perfmodel import calibrate as cal
 from llmbench.perfmodel.params import PARAMS, PROFILE_DIR, defaults
 from llmbench.perfmodel.validate import TOL_NUMERIC, predict_row, run
+from llmbench.point import Workload
 
 KNOWN_MISSES = {
     "cs2-bert-large-8192",        # inconsistent with the ALCF logs at 512-2048 under one efficiency curve
@@ -82,16 +84,27 @@ def test_shipped_profiles_parse_and_are_reproducible():
     assert rep["loo_mean_abs_error"] < 0.05
 
 
+SYNTH = [("gpt3-1.3b", 16, 2048, 8, 1), ("gpt3-2.7b", 32, 2048, 16, 2), ("gpt3-6.7b", 64, 2048, 32, 4),
+         ("gpt3-125m", 8, 1024, 1, 1), ("gpt3-350m", 64, 2048, 8, 1), ("gpt3-13b", 128, 2048, 64, 8)]
+
+
 def _synthetic_points(truth: dict):
+    """Points whose values the model gives under `truth`: what calibration must recover."""
     pts = []
-    for i, (model, batch, seq, dev, tp) in enumerate([("gpt3-1.3b", 16, 2048, 8, 1), ("gpt3-2.7b", 32, 2048, 16, 2),
-                                                      ("gpt3-6.7b", 64, 2048, 32, 4), ("gpt3-125m", 8, 1024, 1, 1),
-                                                      ("gpt3-350m", 64, 2048, 8, 1), ("gpt3-13b", 128, 2048, 64, 8)]):
-        pt = {"id": f"p{i}", "model": model, "batch": batch, "seq": seq, "precision": "bf16", "devices": dev,
-              "metric": "samples_per_s", "tp": tp, "pp": 1, "grad_accum": 1, "recompute": "full"}
+    for i, (model, batch, seq, dev, tp) in enumerate(SYNTH):
+        w = Workload(model=model, hardware="h100-sxm", batch=batch, seq_len=seq, precision="bf16", devices=dev,
+                     layout={"tp": tp, "recompute": "full"})
+        pt = {"id": f"p{i}", "workload": w, "metric": "samples_per_s"}
         v = cal.predict_user_point(pt, {"h100-sxm": truth})
         pts.append(pt | {"range": (v, v), "value": v})
     return pts
+
+
+def _rows(pts):
+    """The points as CSV/JSON rows in the published vocabulary."""
+    return [{"model": p["workload"].model, "batch": p["workload"].batch, "seq_len": p["workload"].seq_len,
+             "precision": "bf16", "devices": p["workload"].devices, "metric": p["metric"], "value": p["value"],
+             "tp": p["workload"].layout.tp, "recompute": "full"} for p in pts]
 
 
 def test_calibration_recovers_known_parameters(tmp_path):
@@ -106,27 +119,22 @@ def test_calibration_recovers_known_parameters(tmp_path):
     assert too_few["params"] == {} and "too few" in too_few["status"]
 
 
-def test_calibrate_from_csv_and_sqlite(tmp_path):
-    truth = defaults("gpu") | {"compute_max": 0.5}
-    pts = _synthetic_points(truth)
-    cols = ["model", "batch", "seq", "precision", "devices", "metric", "value", "tp", "recompute"]
+def test_calibrate_from_csv_and_a_foreign_sqlite(tmp_path):
+    pts = _synthetic_points(defaults("gpu") | {"compute_max": 0.5})
+    rows = _rows(pts)
+    cols = list(rows[0])
     csv_path = tmp_path / "runs.csv"
-    lines = [",".join(cols)] + [",".join(str(p[c]) for c in cols) for p in pts] + ["nonsense,x,,,,,,,"]
+    lines = [",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in rows] + ["nonsense,x,,,,,,,"]
     csv_path.write_text("\n".join(lines) + "\n")
     rep, skipped = cal.calibrate_from(str(csv_path), "h100-sxm")
     assert skipped == 1 and rep["points"] == len(pts) and rep["fit_mean_abs_error"] < 0.02
-    db = tmp_path / "results.db"
+    db = tmp_path / "other.db"  # a SQLite file that is not a llmbench results store: one line, no traceback
     con = sqlite3.connect(db)
-    con.execute("CREATE TABLE results (id TEXT, hardware TEXT, source TEXT, config TEXT, metrics TEXT)")
-    for p in pts:
-        cfg = {k: p[k] for k in ("model", "batch", "seq", "precision", "devices", "tp", "recompute")}
-        con.execute("INSERT INTO results VALUES (?,?,?,?,?)", (p["id"], "h100-sxm", "measured", json.dumps(cfg),
-                                                                json.dumps({"samples_per_s": p["value"], "peak_mem_bytes": 1})))
-    con.execute("INSERT INTO results VALUES ('x','h100-sxm','measured','not json','{}')")
+    con.execute("CREATE TABLE results (id TEXT, config TEXT)")
     con.commit()
     con.close()
-    rep, skipped = cal.calibrate_from(str(db), "h100-sxm")
-    assert rep["points"] == len(pts) and skipped >= 1
+    with pytest.raises(BadInput, match="not an llmbench results database"):
+        cal.calibrate_from(str(db), "h100-sxm")
     with pytest.raises(ValueError):
         cal.calibrate_from(str(tmp_path / "missing.csv"), "h100-sxm")
 
@@ -143,14 +151,14 @@ def test_cli_predict_train_json(cli):
     code, out, _ = cli("predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "16",
                        "--seq", "1024", "--devices", "2", "--json")
     d = json.loads(out)
-    assert code == 0 and d["devices"] == 2 and set(d["breakdown_s"]) == {"compute", "memory", "network", "stream",
+    assert code == 0 and d["workload"]["devices"] == 2 and set(d["breakdown_s"]) == {"compute", "memory", "network", "stream",
                                                                          "optimizer", "exposed"}
 
 
 def test_cli_infer_project_validate(cli):
     code, out, _ = cli("predict", "infer", "--model", "llama-3.1-70b", "--hardware", "cs3", "--batch", "1",
                        "--prompt-len", "128", "--gen-len", "64", "--json")
-    assert code == 0 and json.loads(out)["devices"] == 4 and json.loads(out)["mode"] == "sram_pipeline"
+    assert code == 0 and json.loads(out)["workload"]["devices"] == 4 and json.loads(out)["mode"] == "sram_pipeline"
     code, out, _ = cli("project", "--model", "bert-large", "--hardware", "cs2", "--dataset", "sst2",
                        "--batch", "8192", "--seq", "128", "--precision", "cbf16", "--json")
     d = json.loads(out)
@@ -161,7 +169,7 @@ def test_cli_infer_project_validate(cli):
 
 @pytest.mark.parametrize("args, needle", [
     (["predict", "train", "--model", "llama-2-70b", "--hardware", "a100-80gb", "--batch", "8", "--seq", "4096"],
-     "does not fit"),
+     "fits no layout"),
     (["predict", "train", "--model", "gpt2-small", "--hardware", "nope-9000", "--batch", "8", "--seq", "128"],
      "unknown hardware"),
     (["predict", "train", "--model", "gpt2-small", "--hardware", "a100-80gb", "--batch", "8", "--seq", "128",
@@ -189,9 +197,8 @@ def test_cli_validate_json_keys(cli):
 
 def test_cli_calibrate_from_writes_a_profile(tmp_path, cli, monkeypatch):
     pts = _synthetic_points(defaults("gpu") | {"compute_max": 0.6})
-    cols = ["model", "batch", "seq", "precision", "devices", "metric", "value", "tp", "recompute"]
     src = tmp_path / "runs.json"
-    src.write_text(json.dumps([{c: p[c] for c in cols} for p in pts]))
+    src.write_text(json.dumps(_rows(pts)))
     out = tmp_path / "prof" / "h100-sxm.json"
     out.parent.mkdir()
     code, text, err = cli("calibrate", "--hardware", "h100-sxm", "--from", str(src), "--out", str(out), "--json")
@@ -213,25 +220,25 @@ def test_cli_calibrate_from_writes_a_profile(tmp_path, cli, monkeypatch):
 
 
 def test_calibrate_from_the_results_store(tmp_path):
-    # rows as `llmbench study run` records them: per-replica batch, a shrunk model (resize), other
-    # suites mixed in; calibration must predict the same shrunk model at the global batch
+    # rows as `llmbench measure` records them (the Workload's dict, global batch, a shrunk model),
+    # other suites and old-style points mixed in: calibration reads them through ResultsDB and
+    # Workload.from_row and predicts the same shrunk model at the same global batch
     from llmbench.results.store import ResultsDB
 
     truth = defaults("gpu") | {"compute_max": 0.5}
     db = tmp_path / "r.db"
+    resize = {"n_layers": 4, "d_model": 512, "n_heads": 8, "n_kv_heads": 8, "d_ff": 2048}
     with ResultsDB(db) as store:
-        for i, (batch, seq, ga, dev) in enumerate([(2, 128, 1, 1), (4, 256, 2, 1), (8, 512, 1, 2),
-                                                   (16, 1024, 4, 1), (2, 2048, 1, 8), (32, 128, 1, 1)]):
-            resize = {"n_layers": 4, "d_model": 512, "n_heads": 8, "n_kv_heads": 8, "d_ff": 2048}
-            pt = {"id": f"p{i}", "model": "gpt3-1.3b", "batch": batch * ga * dev, "seq": seq,
-                  "precision": "bf16", "devices": dev, "metric": "tokens_per_s", "tp": 1, "pp": 1,
-                  "grad_accum": ga, "recompute": "none", "resize": resize}
-            v = cal.predict_user_point(pt, {"h100-sxm": truth})
-            store.record({"suite": "train", "model": "gpt3-1.3b", "hardware": "h100-sxm", "batch": batch,
-                          "seq": seq, "grad_accum": ga, "devices": dev, "precision": "bf16", "resize": resize},
-                         metrics={"tokens_per_s": v})
-        store.record({"suite": "infer", "model": "gpt3-1.3b", "hardware": "h100-sxm", "batch": 1, "seq": 128},
+        for i, (mb, seq, ga, dev) in enumerate([(2, 128, 1, 1), (4, 256, 2, 1), (8, 512, 1, 2),
+                                                (16, 1024, 4, 1), (2, 2048, 1, 8), (32, 128, 1, 1)]):
+            w = Workload(model="gpt3-1.3b", hardware="h100-sxm", batch=mb * ga * dev, seq_len=seq, grad_accum=ga,
+                         devices=dev, precision="bf16", resize=resize)
+            v = cal.predict_user_point({"workload": w, "metric": "tokens_per_s"}, {"h100-sxm": truth})
+            store.record(w.to_dict(), metrics={"tokens_per_s": v, "peak_mem_bytes": 1.0})
+        store.record(Workload(model="gpt3-1.3b", hardware="h100-sxm", suite="infer").to_dict(),
                      metrics={"tokens_per_s": 1.0})  # decode tokens/s: not a training point
+        store.record({"suite": "train", "model": "gpt3-1.3b", "hardware": "h100-sxm", "seq": 128},
+                     metrics={"tokens_per_s": 1.0})  # an old-style point: skipped, not guessed
     rep, skipped = cal.calibrate_from(str(db), "h100-sxm")
-    assert rep["points"] == 6 and skipped >= 1
+    assert rep["points"] == 6 and skipped == 2
     assert rep["fit_mean_abs_error"] < 0.02

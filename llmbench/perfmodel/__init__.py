@@ -1,8 +1,9 @@
 """Predict: the analytical performance model (numpy only, no torch). docs/predict.md.
 
-    from llmbench.perfmodel import predict_train, predict_infer
-    predict_train(get_model("megatron-1.7b"), get_hardware("a100-80gb"), batch=512, seq=2048,
-                  devices=32, precision="fp16", recompute="full")
+    from llmbench.point import Workload
+    from llmbench.perfmodel.predict import predict
+    predict(Workload(model="megatron-1.7b", hardware="a100-80gb", batch=512, seq_len=2048,
+                     devices=32, precision="fp16", layout={"recompute": "full"}))
 
 Names load lazily so `llmbench.perfmodel.cli` (imported at CLI start-up) pulls in no numpy.
 """
@@ -13,7 +14,7 @@ import importlib
 _EXPORTS = {
     "InferPrediction": "infer", "predict_infer": "infer", "resolve_params": "params",
     "TrainPrediction": "train", "predict_train": "train", "streaming_crossover_tokens": "train", "streaming_ratio": "train",
-    "sweep_train": "train", "train_arrays": "train", "get_dataset": "project", "project": "project",
+    "sweep_train": "train", "get_dataset": "project", "project": "project",
 }
 __all__ = sorted(_EXPORTS)
 

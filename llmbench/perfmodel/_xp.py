@@ -1,9 +1,11 @@
-"""Array backend: numpy for sweeps, plain Python floats for one prediction.
+"""Array backends of the analytical model: numpy for sweeps and plans, plain Python floats for one
+prediction. The backend is an argument (`xp`) that every equation takes, never a global.
 
-One `llmbench predict` call must answer in under 0.3 s including interpreter start-up; importing
-numpy alone costs ~0.1 s, so the single-point path runs the same equations on Python floats. The
-model's modules write `np.where(...)` etc. against `np` below, a proxy that forwards to the backend
-chosen by `use_for(*inputs)` at each entry point.
+One `llmbench predict` call must answer in well under a second including interpreter start-up;
+importing numpy alone costs ~0.1 s, so the single-point path runs the same equations on floats:
+
+    xp = backend_for(batch, seq)     # Scalar when every input is a number, else numpy
+    xp.where(tc >= tm, tc, 0.0)
 """
 from __future__ import annotations
 
@@ -11,10 +13,9 @@ import math
 
 
 class Scalar:
-    """The subset of numpy the model uses, on Python floats."""
+    """The subset of numpy the model uses, on Python floats (a namespace, never instantiated)."""
 
     inf = math.inf
-    ndarray = ()
 
     @staticmethod
     def asarray(x, dtype=None):
@@ -50,32 +51,21 @@ class Scalar:
 
     ceil = staticmethod(math.ceil)
     log2 = staticmethod(math.log2)
+    isfinite = staticmethod(math.isfinite)
 
     @staticmethod
     def shape(x):
         return ()
 
 
-class _Proxy:
-    backend = Scalar
-
-    def __getattr__(self, name):
-        return getattr(_Proxy.backend, name)
+def is_scalar(xp) -> bool:
+    return xp is Scalar
 
 
-np = _Proxy()
-
-
-def is_scalar() -> bool:
-    return _Proxy.backend is Scalar
-
-
-def use_for(*inputs):
-    """Pick numpy when any input is an array or a list, else the scalar backend."""
+def backend_for(*inputs):
+    """Scalar when every input is a Python number, else numpy (imported here, at first use)."""
     if all(isinstance(x, (int, float, bool)) for x in inputs):
-        _Proxy.backend = Scalar
-    else:
-        import numpy
+        return Scalar
+    import numpy
 
-        _Proxy.backend = numpy
-    return _Proxy.backend
+    return numpy

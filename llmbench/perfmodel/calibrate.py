@@ -14,8 +14,6 @@ without each point in turn and predict it.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import csv
 import json
 import math
@@ -28,6 +26,7 @@ import numpy as np
 
 from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
+from llmbench.point import Workload
 
 from .params import PROFILE_DIR, load_profile, resolve_params
 
@@ -236,126 +235,94 @@ def write_profile(path: Path, rep: dict, source: str, make_folder: bool = False)
 
 
 # ---------------------------------------------------------------- user points
+#
+# A user point is {"id", "workload": a Workload (global batch, as every result records it),
+# "metric", "range"}. Rows come from a results database (llmbench.results.store.ResultsDB: each
+# row's `point` is a Workload dict, its `metrics` a dict), or from a CSV / JSON list of rows in the
+# published-reference vocabulary (model, hardware or system, batch, seq_len, devices, precision,
+# tp, pp, zero, recompute, micro_batch, grad_accum, metric, value); each becomes a Workload through
+# Workload.from_row. Layout knobs a row leaves out are the runtime's plain ones (train.as_run).
 
-USER_METRICS = ("samples_per_s", "tokens_per_s", "step_time_s", "achieved_tflops", "achieved_tflops", "mfu")
+USER_METRICS = ("samples_per_s", "tokens_per_s", "step_time_s", "achieved_tflops", "mfu")
 
 
 def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
-    """Rows (CSV, JSON list, or SQLite with a `results` table) -> points; returns (points, skipped)."""
+    """Rows of a results DB, a CSV or a JSON list -> points of `hw_name`; returns (points, skipped)."""
     p = Path(path)
     if not p.exists():
-        raise ValueError(f"no such file: {path}")
+        raise BadInput(f"no such file: {path}")
     if p.suffix in (".db", ".sqlite", ".sqlite3"):
         rows = _read_db(p)
     elif p.suffix == ".json":
-        data = json.loads(p.read_text())
-        rows = data if isinstance(data, list) else data.get("rows", [])
+        try:
+            data = json.loads(p.read_text())
+        except ValueError as e:
+            raise BadInput(f"{path}: not JSON ({e})") from None
+        rows = data if isinstance(data, list) else data.get("rows", []) if isinstance(data, dict) else []
     else:
         with open(p, newline="") as f:
             rows = list(csv.DictReader(f))
     points, skipped = [], 0
-    for i, r in enumerate(rows):
-        pt = _as_point(r, hw_name, i)
-        if pt is None:
-            skipped += 1
-        else:
-            points.append(pt)
+    for i, row in enumerate(rows):
+        for metric, value in _metrics_of(row):
+            pt = _as_point(row, metric, value, hw_name, i)
+            if pt is None:
+                skipped += 1
+            else:
+                points.append(pt)
     return points, skipped
 
 
 def _read_db(p: Path) -> list[dict]:
-    con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-    con.row_factory = sqlite3.Row
+    """The ok rows of a llmbench results database, decoded (point, metrics as dicts)."""
+    from llmbench.results.store import ResultsDB
+
     try:
-        rows = [dict(r) for r in con.execute("SELECT * FROM results")]
+        with ResultsDB(p) as db:
+            return [r for r in db.query() if r.get("status") == "ok"]
     except sqlite3.Error as e:
-        raise ValueError(f"{p.name}: cannot read a results table ({e})") from None
-    finally:
-        con.close()
-    out = []
-    for r in rows:  # one row per point with a metrics JSON column, or one row per metric
-        for key in ("config", "workload", "point"):
-            if isinstance(r.get(key), str):
-                try:
-                    r = {**json.loads(r[key]), **{k: v for k, v in r.items() if k != key}}
-                except ValueError:
-                    pass
-        if isinstance(r.get("metrics"), str):
-            try:
-                metrics = json.loads(r["metrics"])
-            except ValueError:
-                continue
-            for m, v in metrics.items():
-                out.append({**r, "metric": m, "value": v})
-        else:
-            out.append(r)
-    return out
+        raise BadInput(f"{p.name}: not a llmbench results database ({e})") from None
 
 
-def _as_point(r: dict, hw_name: str, i: int) -> dict | None:
+def _metrics_of(row: dict) -> list[tuple[str, object]]:
+    """(metric, value) pairs of a row: a results row's metrics dict, or its metric/value columns."""
+    if isinstance(row, dict) and isinstance(row.get("metrics"), dict):
+        return [(m, v) for m, v in row["metrics"].items() if m in USER_METRICS] or [("", None)]
+    return [(row.get("metric"), row.get("value"))] if isinstance(row, dict) else [("", None)]
+
+
+def _as_point(row, metric, value, hw_name: str, i: int) -> dict | None:
+    """A training point of `hw_name` (None: another hardware, suite or source, or unusable)."""
     try:
-        if r.get("source", "measured") not in ("measured", "published", "", None):
+        if row.get("source", "measured") not in ("measured", "published", "", None) or metric not in USER_METRICS:
             return None
-        if r.get("status") not in (None, "", "ok"):  # oom / error rows of the results DB
-            return None
-        hw = r.get("hardware") or r.get("system") or hw_name
-        if hw != hw_name or r.get("metric") not in USER_METRICS:
-            return None
-        if r.get("suite") not in (None, "", "train"):  # a results-DB row of another suite (infer, block)
-            return None
-        v = float(r["value"])
-        pt = {"id": str(r.get("id") or r.get("key") or f"row{i}"), "model": str(r["model"]),
-              "batch": int(float(r["batch"])), "seq": int(float(r.get("seq") or r.get("seq_len"))),
-              "precision": r.get("precision") or "bf16", "devices": int(float(r.get("devices") or 1)),
-              "metric": r["metric"], "range": (v, v)}
-        for k in ("tp", "pp", "grad_accum"):
-            pt[k] = int(float(r.get(k) or 1))
-        pt["recompute"] = r.get("recompute") or "none"
-        if r.get("suite") == "train":
-            # the measure suite's batch is sequences per replica per micro-step; perfmodel's is global
-            pt["batch"] *= pt["grad_accum"] * pt["devices"]
-        if isinstance(r.get("resize"), dict) and r["resize"]:
-            pt["resize"] = dict(r["resize"])  # a shrunk model (quick studies)
-        return pt if v > 0 else None
-    except (KeyError, TypeError, ValueError):
+        w = Workload.from_row(row)
+        v = float(value)
+    except (AttributeError, KeyError, TypeError, ValueError):
         return None
-
-
-@lru_cache(maxsize=256)
-def _spec_cached(model: str, resize_items: tuple):
-    from llmbench.models import get_model
-    from llmbench.models.spec import resize
-
-    spec = get_model(model)
-    return resize(spec, **dict(resize_items)) if resize_items else spec
-
-
-def _spec_of(model: str, resize: dict | None):
-    return _spec_cached(model, tuple(sorted((resize or {}).items())))
+    if (w.hardware or hw_name) != hw_name or w.suite != "train" or not v > 0:
+        return None
+    return {"id": str(row.get("id") or row.get("key") or f"row{i}"), "workload": w.with_(hardware=hw_name),
+            "metric": metric, "range": (v, v)}
 
 
 def predict_user_point(pt: dict, params: dict) -> float:
-    from .validate import _train
+    """The model's value of a user point's metric, under {hardware: parameters}."""
+    from llmbench.hardware import get_hardware
 
-    hw = next(iter(params))
-    spec = _spec_of(pt["model"], pt.get("resize"))
-    f = _train(pt["model"], hw, params, batch=pt["batch"], seq=pt["seq"], devices=pt["devices"],
-               precision=pt["precision"], grad_accum=pt["grad_accum"], tp=pt["tp"], pp=pt["pp"],
-               recompute=pt["recompute"], spec=spec)
-    step = f["step_time_s"]
-    m = pt["metric"]
-    if m == "step_time_s":
-        return step
-    if m in ("achieved_tflops", "achieved_tflops"):
-        return f["model_flops"] / step / pt["devices"] / 1e12
-    return f[m]
+    from .train import as_run, predict_train
+
+    hw = get_hardware(next(iter(params)))
+    w = as_run(pt["workload"], hw)
+    pred = predict_train(w.spec(), hw, w, params[hw.name])
+    return getattr(pred, pt["metric"])
 
 
 def calibrate_from(path: str, hw_name: str) -> tuple[dict, int]:
     get_hardware(hw_name)
     points, skipped = read_points(path, hw_name)
     if not points:
-        raise ValueError(f"{path}: no usable points for {hw_name} ({skipped} rows skipped)")
+        raise BadInput(f"{path}: no usable points for {hw_name} ({skipped} rows skipped)")
     rep = calibrate_points(hw_name, points, predict_user_point)
     rep["skipped_rows"] = skipped
     return rep, skipped

@@ -5,19 +5,22 @@
     llmbench project --model gpt3-20b --hardware cs2 --dataset pile --batch 256 --seq 2048
     llmbench calibrate --published --dry-run
     llmbench validate --json
+    llmbench plan --model llama-2-13b --hardware a100-80gb --devices 64 --batch 1024 --seq 4096 --top 5
 
 Options and their defaults come from llmbench.point.Workload; nothing heavy loads before a command
 runs, and the --json path never imports rich.
 """
 from __future__ import annotations
 
-from llmbench._cliutil import add_fields, add_json, emit_json, float_in, pairs, values
+from llmbench._cliutil import add_fields, add_json, emit_json, float_in, int_in, pairs, values
+from llmbench.errors import BadInput
+from llmbench.perfmodel.plan import OBJECTIVES, layout_text
 from llmbench.point import LAYOUT_FIELDS, Layout, Workload
 from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
 TRAIN_FIELDS = ("model", "hardware", "batch", "seq_len", "devices", "precision", "micro_batch",
                 "grad_accum", "sparsity") + LAYOUT_FIELDS
-INFER_FIELDS = ("model", "hardware", "batch", "seq_len", "gen_len", "devices", "precision", "mode")
+INFER_FIELDS = ("model", "hardware", "batch", "seq_len", "gen_len", "devices", "precision", "tp", "pp", "mode")
 
 
 def register(cli) -> None:
@@ -44,6 +47,14 @@ def register(cli) -> None:
     p.add_argument("--dry-run", action="store_true", help="fit and report, write nothing")
     add_json(p)
     add_json(cli.command("validate", validate_cmd))
+    p = cli.command("plan", plan_cmd)
+    add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "devices", "batch", "seq_len"),
+               help={"devices": "devices available (objective devices / energy / cost: at most this many)"})
+    p.add_argument("--objective", choices=OBJECTIVES, default="time",
+                   help="time: fastest step; devices: fewest devices, then fastest; energy: fewest J per token "
+                        "(power_w); cost: fewest USD per token (price_per_device_hour_usd) (default time)")
+    p.add_argument("--top", type=int_in(1, 1000, "top"), default=10, help="layouts shown (default 10)")
+    add_json(p)
 
 
 def workload(a, suite: str) -> Workload:
@@ -56,31 +67,44 @@ def workload(a, suite: str) -> Workload:
 
 def _train(a):
     from llmbench.hardware import get_hardware
-    from llmbench.perfmodel.predict import predict, resolve, train_args
-    from llmbench.perfmodel.train import fit_advice
+    from llmbench.perfmodel.plan import refusal
+    from llmbench.perfmodel.predict import predict
 
     w = workload(a, "train")
     pred = predict(w)
-    if not pred.fits:
+    if not pred.fits:  # every knob given and it does not fit: say on how few devices it would
         hw = get_hardware(w.hardware)
-        r = resolve(w, hw)
-        raise ValueError(fit_advice(r.spec(), hw, pred, **{**train_args(r), "mode": pred.mode}))
-    return w, pred
+        raise BadInput(refusal(pred.workload.spec(), hw, w.with_(precision=pred.workload.precision,
+                                                                  devices=pred.devices), None, 1))
+    return pred
+
+
+def memory_text(d: dict) -> str:
+    keys = (("weights", "weights_bytes"), ("grads", "grads_bytes"), ("optimizer", "optimizer_bytes"),
+            ("activations", "activations_bytes"), ("KV cache", "kv_cache_bytes"))
+    return ", ".join(f"{name} {fmt_bytes(d[k])}" for name, k in keys if d.get(k))
+
+
+def lower_tiers(d: dict) -> str:
+    """'; host_dram 9.4 GiB': what the tiers below the device hold (offload, a weight store)."""
+    rest = list(d.get("tier_bytes", {}).items())[1:]
+    return "".join(f"; {name} {fmt_bytes(v)}" for name, v in rest if v)
 
 
 def predict_train_cmd(a) -> None:
     """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration."""
-    w, pred = _train(a)
-    d = pred.to_dict()
+    pred = _train(a)
     if a.json:
-        return emit_json({**d, "workload": w.to_dict()})
+        return emit_json(pred.to_dict())
+    d, w = pred.metrics(), pred.workload
     nd = 1 if d["achieved_tflops"] >= 1 else 4
-    rows = [("prediction", f"train {w.model} on {d['devices']} x {w.hardware}, batch {w.batch} x {w.seq_len}"),
-            ("mode", d["mode"]), ("devices", d["devices"]), ("step time", fmt_time(d["step_time_s"])),
+    rows = [("prediction", f"train {w.model} on {w.devices} x {w.hardware}, batch {w.batch} x {w.seq_len}, "
+                           f"{w.precision}"),
+            ("layout", layout_text(w)), ("step time", fmt_time(d["step_time_s"])),
             ("tokens/s", f"{d['tokens_per_s']:,.0f}"), ("samples/s", f"{d['samples_per_s']:,.2f}"),
             ("TFLOP/s per device", f"{d['achieved_tflops']:,.{nd}f} model, {d['executed_tflops']:,.{nd}f} executed"),
             ("MFU", fmt_frac(d["mfu"])), ("bound", d["bound"]),
-            ("memory per device", fmt_bytes(d["peak_mem_bytes"]))]
+            ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)}){lower_tiers(d)}")]
     rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
     pairs(rows)
 
@@ -92,17 +116,18 @@ def predict_infer_cmd(a) -> None:
     w = workload(a, "infer")
     pred = predict(w)
     if not pred.fits:
-        raise ValueError(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
-                         f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
-                         "or use a smaller batch")
-    d = pred.to_dict()
+        raise BadInput(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
+                       f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
+                       "or use a smaller batch")
     if a.json:
-        return emit_json({**d, "workload": w.to_dict()})
-    rows = [("prediction", f"infer {w.model} on {w.hardware}, batch {w.batch}, prompt {w.seq_len}, gen {w.gen_len}"),
-            ("mode", d["mode"]), ("devices", d["devices"]), ("TTFT", fmt_time(d["time_to_first_token_s"])),
+        return emit_json(pred.to_dict())
+    d, w = pred.metrics(), pred.workload
+    rows = [("prediction", f"infer {w.model} on {w.devices} x {w.hardware}, batch {w.batch}, "
+                           f"prompt {w.seq_len}, gen {w.gen_len}, {w.precision}"),
+            ("layout", layout_text(w)), ("TTFT", fmt_time(d["time_to_first_token_s"])),
             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
             ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", fmt_time(d["latency_s_p50"])),
-            ("bound", d["bound"]), ("KV cache", fmt_bytes(d["kv_cache_bytes"]))]
+            ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})")]
     if d["max_batch_x_context"] is not None:
         rows.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
     pairs(rows)
@@ -113,12 +138,13 @@ def project_cmd(a) -> None:
     from llmbench.perfmodel.project import get_dataset, project
 
     ds = get_dataset(a.dataset)
-    w, pred = _train(a)
+    pred = _train(a)
     out = project(ds, pred, epochs=a.epochs)
     if a.json:
-        return emit_json({**out, "workload": w.to_dict()})
+        return emit_json({"workload": pred.workload.to_dict(), **out})
     size = f"{ds.tokens:,.0f} tokens" if ds.tokens else f"{ds.samples:,.0f} samples"
     pairs([("data set", f"{ds.name} ({size}) x {a.epochs:g} epoch(s)"), ("source", ds.source),
+           ("layout", layout_text(pred.workload)),
            ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
                           f"({pred.mode}, bound {pred.bound})"),
            ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"),
@@ -184,3 +210,44 @@ def validate_cmd(a) -> None:
           f"/{res['numeric_rows']}; trends passed {res['trends_passed']}/{res['trends_total']}; "
           f"Megatron Table 1 mean abs error {res['megatron_mean_abs_error']:.1%} "
           f"(tolerance {res['tolerances']['megatron_mean']:.0%})")
+
+
+def plan_cmd(a) -> None:
+    """The top layouts of a training workload (tp, pp, ZeRO, recompute, micro-batch, offload, mode),
+    searched among those that fit and ranked by --objective; knobs you give constrain the search."""
+    from llmbench.perfmodel.train import plan_report
+
+    res = plan_report(workload(a, "train"), a.objective, a.top)
+    if a.json:
+        return emit_json(res)
+    w = res["workload"]
+    print(f"plan: train {w['model']} on {w['devices']} x {w['hardware']}, batch {w['batch']} x {w['seq_len']}, "
+          f"{w['precision']}; {res['fitting']:,} of {res['searched']:,} layouts fit; ranked by {res['objective']} "
+          "(within 1% the simpler layout first)")
+    if res["note"]:
+        print(f"note: {res['note']}")
+    cols = ["#", "layout", "step", "tokens/s", "MFU", "memory/device: weights / grads / optimizer / activations",
+            "bound"]
+    extra = {"energy": ("J/token", "energy_j_per_token", 1.0), "cost": ("USD/Mtoken", "cost_usd_per_token", 1e6)}
+    if res["objective"] in extra:
+        cols.append(extra[res["objective"]][0])
+    rows = []
+    for i, p in enumerate(res["layouts"], 1):
+        d = p.metrics()
+        mem = " / ".join(fmt_bytes(d[k]) for k in ("weights_bytes", "grads_bytes", "optimizer_bytes",
+                                                   "activations_bytes"))
+        row = [str(i), layout_text(p.workload), fmt_time(d["step_time_s"]), f"{d['tokens_per_s']:,.0f}",
+               fmt_frac(d["mfu"]), f"{fmt_bytes(d['peak_mem_bytes'])} ({mem}){lower_tiers(d)}", d["bound"]]
+        if res["objective"] in extra:
+            _, key, scale = extra[res["objective"]]
+            row.append("unknown" if d[key] is None else f"{d[key] * scale:.3g}")
+        rows.append(row)
+    text_table(cols, rows)
+    print(f"memory: {res['memory_rule']}")
+
+
+def text_table(cols, rows) -> None:
+    """Columns aligned with spaces (plain text: fast, no rich)."""
+    widths = [max(len(str(c)), *(len(r[j]) for r in rows)) for j, c in enumerate(cols)]
+    for r in [cols] + rows:
+        print("  ".join(str(v).ljust(widths[j]) for j, v in enumerate(r)).rstrip())

@@ -13,8 +13,6 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from ._xp import np
-
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
 #: name -> (default, meaning). Defaults are priors, used where a hardware has too few points to fit.
@@ -84,13 +82,17 @@ def resolve_params(hw, override: dict | None = None, use_profile: bool = True) -
     return out
 
 
-def gemm_efficiency(M, N, K, p: dict[str, float]):
+def gemm_efficiency(M, N, K, p: dict[str, float], xp=None):
     """Fraction of peak a GEMM of (M x K) @ (K x N) reaches: compute_max * g / (g + g_half).
 
     g = 3 / (1/M + 1/N + 1/K), the harmonic mean of the three dimensions: a GEMM is as efficient as
     its thinnest side lets tiles fill the machine (a saturating form as in the GEMM sweeps of
     stas00/ml-engineering mamf-finder; Megatron's efficiency grows with hidden size, Table 1).
     """
-    M, N, K = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (M, N, K))
+    if xp is None:
+        from ._xp import backend_for
+
+        xp = backend_for(M, N, K)
+    M, N, K = (xp.maximum(xp.asarray(x, dtype=float), 1.0) for x in (M, N, K))
     g = 3.0 / (1.0 / M + 1.0 / N + 1.0 / K)
     return p["compute_max"] * g / (g + p["compute_half_dim"])

@@ -4,48 +4,55 @@
     from llmbench.perfmodel.predict import predict
     predict(Workload(model="gpt2-xl", hardware="a100-80gb", devices=8, batch=64, seq_len=1024))
 
-Layout knobs left None take the model's plain defaults here (tp = pp = 1, no ZeRO, no recompute,
-the hardware's mode); the precision left None is the hardware's (point.precision_for).
+Resolves, once: the hardware (catalog), the ModelSpec (`w.spec()`: preset, resize, head), the
+precision (the hardware's when None: point.precision_for). Layout knobs left None are chosen by
+the engine (predict_train / predict_infer); the result carries the workload as it runs.
 """
 from __future__ import annotations
 
+from llmbench.errors import BadInput
 from llmbench.point import Workload, precision_for
-
-
-def resolve(w: Workload, hw) -> Workload:
-    """The workload with its precision, devices and layout filled in as the model runs it."""
-    lay = w.layout
-    w = w.with_(precision=w.precision or precision_for(hw), tp=lay.tp or 1, pp=lay.pp or 1,
-                zero=lay.zero or 0, recompute=lay.recompute or "none")
-    if w.suite != "infer" and w.devices is None:
-        w = w.with_(devices=1)
-    return w
-
-
-def train_args(w: Workload) -> dict:
-    """Keyword arguments of predict_train for a resolved training workload."""
-    _, grad_accum = w.micro_steps()
-    lay = w.layout
-    return dict(batch=w.batch, seq=w.seq_len, devices=w.devices, precision=w.precision,
-                grad_accum=grad_accum, tp=lay.tp, pp=lay.pp, recompute=lay.recompute,
-                sparsity=w.sparsity, mode=lay.mode or "auto", zero=lay.zero)
 
 
 def predict(w: Workload, params=None, hw=None):
     """TrainPrediction (suite train/genslm/block) or InferPrediction (suite infer) of `w`."""
     from llmbench.hardware import get_hardware
-    from llmbench.perfmodel.infer import predict_infer
-    from llmbench.perfmodel.train import predict_train
 
     if not w.hardware and hw is None:
-        raise ValueError("a prediction needs --hardware (a catalog name, e.g. a100-80gb)")
+        raise BadInput("a prediction needs --hardware (a catalog name, e.g. a100-80gb)")
     hw = hw or get_hardware(w.hardware)
-    w = resolve(w, hw)
+    w = w.with_(hardware=hw.name, precision=w.precision or precision_for(hw))
     spec = w.spec()
     if w.suite == "infer":
-        return predict_infer(spec, hw, batch=w.batch, prompt_len=w.seq_len, gen_len=w.gen_len,
-                             devices=w.devices, precision=w.precision, mode=w.layout.mode or "auto",
-                             params=params)
+        from llmbench.perfmodel.infer import predict_infer
+
+        return predict_infer(spec, hw, w, params)
+    from llmbench.perfmodel.train import predict_train
+
     if w.suite == "block":
         spec = spec.with_(n_layers=1, vocab_size=64)
-    return predict_train(spec, hw, params=params, **train_args(w))
+    return predict_train(spec, hw, w, params)
+
+
+def predict_or_unfit(w: Workload, params=None, hw=None):
+    """(prediction, None), or, for a training workload on which no layout fits, (the prediction
+    of its plain layout with fits False, the planner's one-line refusal): what a sweep records as
+    `oom` and a figure draws hollow. Any other bad input still raises."""
+    try:
+        return predict(w, params, hw), None
+    except BadInput as refusal:
+        if w.suite == "infer":
+            raise
+        from llmbench.hardware import get_hardware
+        from llmbench.perfmodel.train import plain_layout
+
+        hw = hw or get_hardware(w.hardware)
+        try:
+            plain = plain_layout(w.with_(hardware=hw.name, precision=w.precision or precision_for(hw),
+                                         devices=w.devices or 1), hw)
+            pred = predict(plain, params, hw)
+        except BadInput:
+            raise refusal from None
+        if pred.fits:  # the refusal was about something else than memory
+            raise refusal from None
+        return pred, " ".join(str(refusal).split())

@@ -1,30 +1,39 @@
-"""Training-step model: roofline per op, recompute, TP/PP/DP, ZeRO, GAS, weight streaming, sparsity.
+"""Training prediction of one Workload, and the vectorised sweep of many.
 
-    from llmbench.perfmodel import predict_train, sweep_train
-    predict_train(get_model("gpt2-xl"), get_hardware("a100-40gb"), batch=64, seq=1024, devices=8)
+    from llmbench.point import Workload
+    from llmbench.perfmodel.train import predict_train, sweep_train
+    w = Workload(model="gpt2-xl", hardware="a100-40gb", devices=8, batch=64, seq_len=1024)
+    predict_train(w.spec(), get_hardware("a100-40gb"), w)           # TrainPrediction
+    sweep_train(spec, hw, w, batch=np.array([64, 128]), tp=np.array([1, 2]))
 
-One vectorised core (`train_arrays`) serves a single prediction (arrays of length 1) and a sweep
-of many configurations; docs/predict.md gives every equation and its source.
+The equations are in step.py (one vectorised core: a single prediction runs it on Python floats, a
+sweep on numpy arrays); memory placement in memory.py; layout knobs left None are chosen by the
+planner (plan.py). docs/predict.md gives every equation and its source.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
-from types import SimpleNamespace
+from dataclasses import dataclass, field
 
-from llmbench.models.counting import RECOMPUTE, activation_bytes_per_layer, dtype_bytes, training_flops
+from llmbench.errors import BadInput
+from llmbench.point import Workload
 
-from . import _xp
-from ._xp import np
-from .params import gemm_efficiency, resolve_params
-from .shapes import shape
+from ._xp import Scalar, backend_for
+from .grid import grid_of
+from .params import resolve_params
+from .step import step_arrays, sweep_metrics
 
 MODES = ("auto", "resident", "weight_streaming")
-OPT_BYTES_PER_PARAM = 28.0  # Adam: read grad, master, m, v (2+4+4+4); write master, m, v, weight (4+4+4+2)
+#: the breakdown a prediction reports, in seconds per step (keys of `breakdown_s`)
+BREAKDOWN = ("compute", "memory", "network", "stream", "optimizer", "exposed")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainPrediction:
+    """One training step predicted: the workload as it runs (layout chosen) and its metrics,
+    every name in llmbench.point.METRICS. to_dict() = {"workload": {...}, **metrics}."""
+
+    workload: Workload
+    """resolved: precision, devices, micro_batch / grad_accum and every layout knob set"""
     step_time_s: float
     tokens_per_s: float
     samples_per_s: float
@@ -35,362 +44,196 @@ class TrainPrediction:
     mfu: float | None
     bound: str
     mode: str
-    devices: int
-    peak_mem_bytes: float
     fits: bool
-    breakdown_s: dict
+    peak_mem_bytes: float
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    tier_bytes: dict = field(default_factory=dict)
+    """bytes per device on each memory tier (memory.hierarchy; a shared store: its whole content)"""
+    energy_j_per_token: float | None = None
+    """power_w x devices / tokens_per_s (None: no power in the catalog)"""
+    cost_usd_per_token: float | None = None
+    """price_per_device_hour_usd x devices / 3600 / tokens_per_s (None: no price in the catalog)"""
+    breakdown_s: dict = field(default_factory=dict)
     """seconds per term: compute, memory, network, stream, optimizer, exposed"""
 
+    @property
+    def devices(self) -> int:
+        return self.workload.devices
+
+    def metrics(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "workload"}
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"workload": self.workload.to_dict(), **self.metrics()}
 
 
-def peak_flops(hw, precision: str) -> float:
-    pk = hw.peak(precision)
-    if not pk:
-        have = ", ".join(hw.peak_flops) or "none"
-        raise ValueError(f"{hw.name} has no {precision} peak in its catalog entry (has: {have}); "
-                         "choose another --precision")
-    return pk
-
-
-def stream_link_bytes_per_s(hw) -> float:
-    """The link weights stream over: the external tier (MemoryX), else the tier just below device
-    memory (host DRAM over PCIe), else (a CPU) the device tier's own copy bandwidth."""
-    ext = hw.tier("external")
-    if ext is not None:
-        return ext.bandwidth_bytes_per_s
-    tiers = list(hw.memory_tiers)
-    i = tiers.index(hw.device_memory)
-    if i + 1 < len(tiers):
-        return tiers[i + 1].bandwidth_bytes_per_s
-    return hw.device_memory.bandwidth_bytes_per_s
-
-
-def stream_shares_device_memory(hw) -> bool:
-    """True when weights stream over the device's own memory (no tier below it: a CPU)."""
-    return hw.tier("external") is None and list(hw.memory_tiers).index(hw.device_memory) == len(hw.memory_tiers) - 1
-
-
-def _links(hw, devices):
-    """(intra-node bandwidth, bandwidth of a group spanning `devices`, latency) per device."""
-    ic = hw.interconnect
-    if ic is None:  # no fabric: go through host memory
-        bw = stream_link_bytes_per_s(hw)
-        return bw, np.full_like(devices, bw, dtype=float), 10e-6
-    # NCCL-style rings cross each node once per channel: a group spanning nodes runs at the node's
-    # aggregate NIC bandwidth (per-device NIC x devices per node), capped by the intra-node link
-    dpn = max(ic.devices_per_node, 1)
-    inter = min((ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) * dpn,
-                ic.bandwidth_bytes_per_s)
-    span = np.where(devices > dpn, inter, ic.bandwidth_bytes_per_s)
-    return ic.bandwidth_bytes_per_s, span, ic.latency_s
-
-
-def _sparse_factors(hw, sparsity, p, peak, precision):
-    """(time factor of dense-layer GEMMs, byte factor of dense-layer weights)."""
-    s = np.asarray(sparsity, dtype=float)
-    if hw.skips_zero_weights:  # dataflow cores skip zero weights; they are never streamed either
-        f = 1.0 - p["sparse"] * s
-        return f, f
-    sp = hw.peak_flops_sparse.get("bf16" if precision == "cbf16" else precision)
-    if hw.structured_sparsity and sp:  # 2:4 at the datasheet's sparse rate, only at s >= 0.5
-        return np.where(s >= 0.5, peak / sp, 1.0), np.where(s >= 0.5, 0.5 + 1 / 16, 1.0)
-    return np.ones_like(s), np.ones_like(s)
-
-
-def _roof(flops, nbytes, peak, eff, bw):
-    tc = flops / (peak * eff)
-    tm = nbytes / bw
-    return np.where(tc >= tm, tc, 0.0), np.where(tc < tm, tm, 0.0)
-
-
-def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf):
-    """(compute-bound s, memory-bound s, attention-core s) of one layer's forward on one device."""
-    n = b * T
-    comp = np.zeros_like(n)
-    mem = np.zeros_like(n)
-    for N, K, split_n in sh.gemms:
-        Nn, Kk = (N / tp, K) if split_n else (N, K / tp)
-        c, m = _roof(2.0 * n * Nn * Kk * sf, (n * Kk + Kk * Nn * wf + n * Nn) * sh.s, peak,
-                     gemm_efficiency(n, Nn, Kk, p), bw)
-        comp, mem = comp + c, mem + m
-    # attention core over the full T x T square (as Megatron Eq. 3 counts it), fused (FlashAttention)
-    heads = sh.h / tp
-    c, m = _roof(4.0 * b * heads * T * T * sh.hd, (n * (sh.d + 2 * sh.kvd) + n * sh.d) * sh.s / tp,
-                 peak, gemm_efficiency(T, T, sh.hd, p), bw)
-    attn = c + m
-    comp, mem = comp + c, mem + m
-    mem = mem + n * sh.ew_bytes_tok / tp / bw + p["layer_overhead_s"]
-    return comp, mem, attn
-
-
-def head_forward(sh, b, T, tp, p, peak, bw):
-    n = b * T
-    comp = np.zeros_like(n)
-    mem = n * sh.outer_bytes_tok / bw
-    for (N, K), M in [(g, n) for g in sh.head_tok] + [(g, b) for g in sh.head_seq]:
-        Nn = N / tp
-        c, m = _roof(2.0 * M * Nn * K, (M * K + K * Nn + M * Nn) * sh.s, peak,
-                     gemm_efficiency(M, Nn, K, p), bw)
-        comp, mem = comp + c, mem + m
-    return comp, mem
-
-
-def _ring(nbytes, group, bw, lat, net):
-    g = np.maximum(group, 1.0)
-    return np.where(g > 1, 2.0 * (g - 1) / g * nbytes / (bw * net) + 2.0 * (g - 1) * lat, 0.0)
-
-
-def train_arrays(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum=1, tp=1, pp=1,
-                 recompute="none", sparsity=0.0, mode="resident", zero=0, params=None) -> dict:
-    """Vectorised step model: every numeric argument may be a numpy array (broadcast together).
-
-    Returns arrays: step_time_s, compute, memory, network, stream, stream_exposed, optimizer,
-    exposed, network_exposed, peak_mem_bytes, fits, model_flops, hw_flops, micro_batch,
-    micro_batches, peak.
-    """
-    _xp.use_for(batch, seq, devices, grad_accum, tp, pp, sparsity)
-    p = params if params is not None else resolve_params(hw)
-    sh = shape(spec, precision)
-    B, T, D, G, TP, PP, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
-                                                  (batch, seq, devices, grad_accum, tp, pp, sparsity)))
-    c = SimpleNamespace(sh=sh, p=p, hw=hw, peak=peak_flops(hw, precision), T=T, D=D, TP=TP, PP=PP,
-                        bw=hw.device_memory.bandwidth_bytes_per_s * p["memory"], dp=D / (TP * PP))
-    # Megatron practice: with pipelining and no GAS given, micro-batch 1 (m = batch / dp)
-    c.m = np.where((PP > 1) & (G == 1), np.maximum(B / c.dp, 1.0), G)
-    c.b = B / (c.dp * c.m)
-    c.sf, c.wf = _sparse_factors(hw, S, p, c.peak, precision)
-    _micro_batch(c, recompute)
-    streaming = mode == "weight_streaming"
-    out = _streaming_step(c) if streaming else _resident_step(c, zero)
-
-    model_fl, hw_fl = _flops(spec, T, recompute)
-    # FLOPs executed: zero weights skipped (wafer) or 2:4 halves (GPU) leave out that share of the
-    # dense-layer GEMMs (fwd + bwd + full recompute); model FLOPs stay dense-equivalent
-    skipped = (S if hw.skips_zero_weights else np.where(S >= 0.5, 0.5, 0.0) if hw.structured_sparsity
-               else 0.0)
-    hw_fl = hw_fl - skipped * 2.0 * T * sh.dense_params * (3.0 + (1.0 if recompute == "full" else 0.0))
-    mem_dev = memory_per_device(spec, hw, c.b, T, c.m, TP, PP, c.dp, precision, recompute, zero, streaming)
-    out.update(compute=c.m * c.comp, memory=c.m * c.mem, peak_mem_bytes=mem_dev,
-               fits=mem_dev <= _capacity(hw, streaming, float(sh.params)), model_flops=model_fl * B,
-               hw_flops=hw_fl * B, micro_batch=c.b, micro_batches=c.m, peak=c.peak)
-    return out
-
-
-def _micro_batch(c, recompute) -> None:
-    """Times of one micro-batch on one pipeline stage: compute-bound (c.comp), memory-bound
-    (c.mem), forward (c.fwd), backward (c.bwd), TP and PP communication, their sum (c.t_micro)."""
-    sh, p, L = c.sh, c.p, c.sh.L
-    lc, lm, la = layer_forward(sh, c.b, c.T, c.TP, p, c.peak, c.bw, c.sf, c.wf)
-    hc, hm = head_forward(sh, c.b, c.T, c.TP, p, c.peak, c.bw)
-    fwd_c, fwd_m = (L * lc + hc) / c.PP, (L * lm + hm) / c.PP
-    c.comp, c.mem = 3.0 * fwd_c, 3.0 * fwd_m  # backward = 2 x forward
-    if recompute == "full":
-        c.comp, c.mem = c.comp + L * lc / c.PP, c.mem + L * lm / c.PP
-    elif recompute == "selective":
-        c.comp = c.comp + L * la / c.PP
-    c.fwd, c.bwd = fwd_c + fwd_m, 2.0 * (fwd_c + fwd_m)
-    c.intra, c.span_bw, c.lat = _links(c.hw, c.D)
-    act_bytes = c.b * c.T * sh.d * sh.s
-    n_ar = 4 + (2 if recompute == "full" else 0)  # Megatron: 2 all-reduces fwd, 2 bwd per layer
-    c.t_tp = L / c.PP * n_ar * _ring(act_bytes, c.TP, c.intra, c.lat, p["network"])
-    c.t_pp = np.where(c.PP > 1, 2.0 * act_bytes / c.TP / (c.span_bw * p["network"]) + 2 * c.lat, 0.0)
-    c.t_micro = c.comp + c.mem + c.t_tp + c.t_pp
-
-
-def _resident_step(c, zero) -> dict:
-    """Weights on the device: pipeline, gradient all-reduce overlapped with the last backward,
-    ZeRO-3 weight gathers, optimizer on the device."""
-    sh, p, m = c.sh, c.p, c.m
-    P = float(sh.params)
-    gs = 4.0 if sh.s >= 4 else sh.s
-    bubble = (c.PP - 1) * c.t_micro
-    t_ar = _ring(P / (c.TP * c.PP) * gs, c.dp, c.span_bw, c.lat, p["network"])
-    exposed_dp = np.maximum(0.0, t_ar - p["overlap"] * c.bwd)
-    # ZeRO-3: all-gather the weights in forward and backward, (g-1)/g each = one ring volume
-    t_z3 = m * _ring(P / (c.TP * c.PP) * sh.s, c.dp, c.span_bw, c.lat, p["network"]) if zero >= 3 else 0.0
-    t_opt = P / (c.TP * c.PP) / (c.dp if zero >= 1 else 1.0) * OPT_BYTES_PER_PARAM / c.bw
-    comm = m * (c.t_tp + c.t_pp)
-    zero_t = np.zeros_like(c.b)
-    return {"step_time_s": (m + c.PP - 1) * c.t_micro + exposed_dp + t_z3 + t_opt + p["step_overhead_s"],
-            "network": comm + t_ar + t_z3, "exposed": comm + exposed_dp + t_z3 + bubble,
-            "network_exposed": comm + exposed_dp + t_z3, "stream": zero_t, "stream_exposed": zero_t,
-            "optimizer": t_opt}
-
-
-def _streaming_step(c) -> dict:
-    """Weights stream from the store per micro-batch (MemoryX/SwarmX); see docs/predict.md."""
-    sh, p, m, hw = c.sh, c.p, c.m, c.hw
-    P = float(sh.params)
-    W = (sh.dense_params * c.wf + (P - sh.dense_params)) * sh.s  # weight bytes (sparse: compressed)
-    link = stream_link_bytes_per_s(hw) * p["stream"]
-    t_stream = 3.0 * W / link  # weights in (fwd, bwd), gradients out
-    # coarse-grained pipelining: layer i+1 streams while layer i computes. When the link is the
-    # device's own memory (a CPU copying from a DRAM store), only compute-bound time hides it
-    shared = stream_shares_device_memory(hw)
-    exp_stream = np.maximum(0.0, t_stream - (c.comp if shared else c.t_micro)) + t_stream / sh.L
-    depth = np.ceil(np.log2(np.maximum(c.D, 1.0)))  # SwarmX tree: broadcast and reduce fill/drain
-    t_swarm = np.where(c.D > 1, 2.0 * depth * (W / sh.L / link + c.lat), 0.0)
-    # the optimizer runs where the weights live: MemoryX (prior 4x its link), or the device's own
-    # memory when streaming from it; its updates overlap the next forward (fine-grained)
-    opt_bw = p["optimizer_bytes_per_s"] or (c.bw if shared else 4.0 * stream_link_bytes_per_s(hw))
-    t_opt = P * OPT_BYTES_PER_PARAM / opt_bw
-    exposed_opt = np.maximum(0.0, t_opt - c.fwd)
-    return {"step_time_s": m * (c.t_micro + exp_stream) + t_swarm + exposed_opt + p["step_overhead_s"],
-            "network": t_swarm, "exposed": m * exp_stream + t_swarm + exposed_opt, "network_exposed": t_swarm,
-            "stream": m * t_stream, "stream_exposed": m * exp_stream, "optimizer": t_opt}
-
-
-def _flops(spec, T, recompute):
-    """(model, hardware) training FLOPs per sequence, from models/counting (linear in batch)."""
-    if _xp.is_scalar():
-        f = training_flops(spec, 1, int(T), recompute)
-        return f["model"], f["hardware"]
-    Tu, inv = np.unique(np.asarray(T, dtype=int), return_inverse=True)
-    out = np.array([[training_flops(spec, 1, int(t), recompute)[k] for k in ("model", "hardware")]
-                    for t in Tu])
-    return out[inv.reshape(np.shape(T)), 0], out[inv.reshape(np.shape(T)), 1]
-
-
-def _act_per_seq(spec, T, precision, recompute):
-    if _xp.is_scalar():
-        return activation_bytes_per_layer(spec, 1, int(T), precision, recompute)
-    Tu, inv = np.unique(np.asarray(T, dtype=int), return_inverse=True)
-    v = np.array([activation_bytes_per_layer(spec, 1, int(t), precision, recompute) for t in Tu])
-    return v[inv.reshape(np.shape(T))]
-
-
-def memory_per_device(spec, hw, b, T, m, TP, PP, dp, precision, recompute, zero, streaming):
-    """Model state (ZeRO arXiv:1910.02054 Sec. 3.1, partitioned by stage) + activations (1F1B:
-    the first stage keeps min(m, pp) micro-batches in flight) + fp32 logits."""
-    sh = shape(spec, precision)
-    P = float(sh.params)
-    act_layer = b * _act_per_seq(spec, T, precision, recompute) / TP
-    if streaming:  # weights live off-device; two layers' weights double-buffered
-        return spec.n_layers * act_layer + 2.0 * sh.layer_params * sh.s
-    s = sh.s
-    w, g = s * P, (4.0 if s >= 4 else s) * P
-    opt = (8.0 + (0.0 if s >= 4 else 4.0)) * P
-    state = (w / (dp if zero >= 3 else 1.0) + g / (dp if zero >= 2 else 1.0)
-             + opt / (dp if zero >= 1 else 1.0)) / (TP * PP)
-    inflight = np.minimum(m, PP)
-    act = spec.n_layers / PP * act_layer * inflight
-    if recompute == "full":  # one layer rebuilt in full during its backward
-        act = act + b * _act_per_seq(spec, T, precision, "none") / TP
-    logits = b * T * spec.vocab_size * 4.0 / TP if spec.head == "lm" else 0.0
-    return state + act + logits
-
-
-def _capacity(hw, streaming, P):
-    if streaming:  # fits when the stream tier holds weights + optimizer state (activations: see docs)
-        ext = hw.tier("external") or hw.memory_tiers[-1]
-        return np.inf if ext.capacity_bytes >= 16.0 * P else -1.0
-    return hw.device_memory.capacity_bytes
-
-
-def check_train_args(spec, hw, *, batch, seq, devices, precision, grad_accum, tp, pp, recompute,
-                     sparsity, mode, zero) -> str:
-    """Validate one configuration; returns the resolved mode. Raises ValueError (one line)."""
-    dtype_bytes(precision)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-    for name, v in (("batch", batch), ("seq", seq), ("devices", devices), ("grad-accum", grad_accum),
-                    ("tp", tp), ("pp", pp)):
-        if int(v) != v or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v}")
-    if not 0.0 <= sparsity < 1.0:
-        raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
-    if zero not in (0, 1, 2, 3):
-        raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero}")
-    if seq > spec.max_seq_len and spec.position == "learned":
-        raise ValueError(f"seq {seq} exceeds {spec.name}'s {spec.max_seq_len} learned positions")
-    if devices % (tp * pp):
-        raise ValueError(f"devices ({devices}) must be a multiple of tp x pp ({tp * pp})")
-    dp = devices // (tp * pp)
-    if batch % (dp * grad_accum):
-        raise ValueError(f"batch {batch} must divide into {dp} replicas x {grad_accum} micro-batches")
+def check_layout(spec, hw, w: Workload) -> None:
+    """A resolved training workload the model can run; BadInput (one line) otherwise."""
+    lay = w.layout
+    tp, pp, n = lay.tp, lay.pp, w.devices
+    if w.seq_len > spec.max_seq_len and spec.position == "learned":
+        raise BadInput(f"seq {w.seq_len} exceeds {spec.name}'s {spec.max_seq_len} learned positions")
+    if n % (tp * pp):
+        raise BadInput(f"devices ({n}) must be a multiple of tp x pp ({tp * pp})")
     if spec.n_heads % tp:
-        raise ValueError(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads")
+        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads")
     if pp > spec.n_layers:
-        raise ValueError(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
+        raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
     if spec.n_layers % pp:
-        from llmbench.errors import BadInput
-
-        # the step model gives every stage n_layers / pp layers (_micro_batch): with uneven stages
-        # the slowest stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
+        # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
+        # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
         below = max(d for d in range(1, pp) if spec.n_layers % d == 0)
         above = [d for d in range(pp + 1, spec.n_layers + 1) if spec.n_layers % d == 0][:1]
         near = " or ".join(str(d) for d in [below] + above)
         raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
                        f"pipeline stages; nearest valid pp: {near}")
-    mode = hw.default_mode_train if mode == "auto" else mode
-    if mode == "sram_pipeline":
-        mode = "resident"
-    if mode == "weight_streaming" and (tp > 1 or pp > 1):
-        raise ValueError("weight_streaming runs data parallel only; use --tp 1 --pp 1")
-    return mode
+    if lay.mode == "weight_streaming" and (tp > 1 or pp > 1):
+        raise BadInput("weight_streaming runs data parallel only; use --tp 1 --pp 1")
+    from .memory import check_devices
+
+    check_devices(hw, n, lay)
+    w.micro_steps(n // (tp * pp))
 
 
-def predict_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum=1, tp=1, pp=1,
-                  recompute="none", sparsity=0.0, mode="auto", zero=0, params=None) -> TrainPrediction:
-    """One training step of `batch` (global) sequences of `seq` tokens on `devices` devices."""
-    mode = check_train_args(spec, hw, batch=batch, seq=seq, devices=devices, precision=precision,
-                            grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute,
-                            sparsity=sparsity, mode=mode, zero=zero)
-    r = train_arrays(spec, hw, batch=batch, seq=seq, devices=devices, precision=precision,
-                     grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute, sparsity=sparsity,
-                     mode=mode, zero=zero, params=params)
-    f = {k: float(v) for k, v in r.items()}
-    step = f["step_time_s"]
-    cands = {"compute": f["compute"], "memory": f["memory"],
-             "network": f["network_exposed"], "stream": f["stream_exposed"]}
+def plain_layout(w: Workload, hw) -> Workload:
+    """Layout knobs left None at their plain defaults: tp = pp = 1, no ZeRO, no recompute, the
+    hardware's mode; micro-batch 1 under pipelining (Megatron), else the whole per-replica batch."""
+    lay = w.layout
+    mode = lay.mode or ("weight_streaming" if lay.offload == "weights" else hw.default_mode_train)
+    mode = "resident" if mode == "sram_pipeline" else mode
+    offload = "weights" if mode == "weight_streaming" else lay.offload or "none"
+    if offload == "weights" and mode != "weight_streaming":
+        raise BadInput("--offload weights is weight streaming: use --mode weight_streaming (or leave --mode out)")
+    w = w.with_(tp=lay.tp or 1, pp=lay.pp or 1, zero=lay.zero or 0, recompute=lay.recompute or "none",
+                offload=offload, mode=mode)
+    dp = w.devices // (w.layout.tp * w.layout.pp) or 1
+    if w.micro_batch is None and w.grad_accum is None and w.layout.pp > 1:
+        w = w.with_(micro_batch=1)
+    mb, ga = w.micro_steps(dp)
+    return w.with_(micro_batch=mb, grad_accum=ga)
+
+
+def predict_train(spec, hw, w: Workload | None = None, params=None, **legacy) -> TrainPrediction:
+    """One training step of `w` (global batch) on its devices. Layout knobs left None are chosen
+    by the planner (plan.py: the fastest layout that fits; BadInput when none does); a workload
+    whose knobs are all given is predicted as is (`fits` says whether it fits), on Python floats."""
+    if w is None:
+        w = legacy_workload(spec, hw, **legacy)
+    elif legacy:
+        raise BadInput(f"give a Workload or keywords, not both ({', '.join(legacy)})")
+    w = _defaults(w, hw)
+    p = params if params is not None else resolve_params(hw)
+    if open_knobs(w):
+        from .plan import plan
+
+        w = plan(spec, hw, w, p).best()
+    else:
+        w = plain_layout(w, hw)
+    check_layout(spec, hw, w)
+    r = step_arrays(spec, hw, w.precision, grid_of(w), p, Scalar)
+    return prediction(w, r, hw)
+
+
+def open_knobs(w: Workload) -> list[str]:
+    """The layout knobs of `w` left to the planner."""
+    out = [k for k, v in w.layout.to_dict().items() if v is None]
+    if w.micro_batch is None and w.grad_accum is None:
+        out.append("micro_batch")
+    return out
+
+
+def _defaults(w: Workload, hw) -> Workload:
+    from llmbench.point import precision_for
+
+    return w.with_(precision=w.precision or precision_for(hw), devices=w.devices or 1)
+
+
+def as_run(w: Workload, hw) -> Workload:
+    """The workload as a plain runtime runs it, no planner: precision the hardware's, one device,
+    and the plain layout (plain_layout). What measured rows mean when they leave a knob out."""
+    return plain_layout(_defaults(w, hw), hw)
+
+
+def prediction(w: Workload, r, hw) -> TrainPrediction:
+    """The TrainPrediction of one configuration of step_arrays' output (floats)."""
+    st, mem, n = r.step, r.memory, w.devices
+    step = float(st.step_time_s)
+    tps = w.batch * w.seq_len / step
+    price = getattr(hw, "price_per_device_hour_usd", None)
+    terms = {"compute": float(r.compute_s), "memory": float(r.memory_s),
+             "network": float(st.network_exposed_s), "stream": float(st.stream_exposed_s)}
     return TrainPrediction(
-        step_time_s=step, tokens_per_s=batch * seq / step, samples_per_s=batch / step,
-        achieved_tflops=f["model_flops"] / step / devices / 1e12,
-        executed_tflops=f["hw_flops"] / step / devices / 1e12,
-        mfu=f["model_flops"] / step / devices / f["peak"], bound=max(cands, key=cands.get),
-        mode=mode, devices=devices, peak_mem_bytes=f["peak_mem_bytes"],
-        fits=bool(f["fits"]),
-        breakdown_s={k: f[k] for k in ("compute", "memory", "network", "stream", "optimizer", "exposed")},
-    )
+        workload=w, step_time_s=step, tokens_per_s=tps,
+        samples_per_s=w.batch / step, achieved_tflops=float(r.model_flops) / step / n / 1e12,
+        executed_tflops=float(r.hw_flops) / step / n / 1e12,
+        mfu=float(r.model_flops) / step / n / r.peak_flops, bound=max(terms, key=terms.get),
+        mode=w.layout.mode, fits=bool(mem.fits), peak_mem_bytes=float(mem.peak_mem_bytes),
+        weights_bytes=float(mem.weights_bytes), grads_bytes=float(mem.grads_bytes),
+        optimizer_bytes=float(mem.optimizer_bytes), activations_bytes=float(mem.activations_bytes),
+        tier_bytes=mem.tier_bytes(), energy_j_per_token=hw.power_w * n / tps if hw.power_w else None,
+        cost_usd_per_token=price * n / 3600.0 / tps if price else None,
+        breakdown_s={"compute": terms["compute"], "memory": terms["memory"], "network": float(st.network_s),
+                     "stream": float(st.stream_s), "optimizer": float(st.optimizer_s),
+                     "exposed": float(st.exposed_s)})
 
 
-def fit_advice(spec, hw, pred: TrainPrediction, **kw) -> str:
-    """One line: the point does not fit, and what would."""
-    cap = hw.device_memory.capacity_bytes
-    need = pred.peak_mem_bytes
-    tips = []
-    if kw.get("recompute", "none") != "full":
-        tips.append("--recompute full")
-    if kw.get("zero", 0) < 3 and kw.get("mode") != "weight_streaming":
-        tips.append("--zero 3")
-    tips.append("a smaller batch or more --grad-accum")
-    more = math.ceil(need / cap) * pred.devices
-    return (f"{spec.name} does not fit on {hw.name}: needs {need / 1e9:,.1f} GB per device, has "
-            f"{cap / 1e9:,.1f} GB; try {', '.join(tips)}, or about {more} devices with --tp/--pp")
+def sweep_train(spec, hw, w: Workload | None = None, params=None, **arrays) -> dict:
+    """Vectorised predict_train: `w` is the base (its layout resolved as predict_train does) and
+    keyword arrays replace the fields that vary (Workload names: batch, seq_len, devices, tp, pp,
+    micro_batch, sparsity, zero, and recompute / offload as grid codes). No per-point checks.
+    Returns a dict of arrays: METRICS names, the breakdown terms, micro_batches, fits."""
+    if w is None:
+        w, arrays = legacy_sweep(spec, hw, arrays)
+    w = plain_layout(_defaults(w, hw), hw)
+    p = params if params is not None else resolve_params(hw)
+    xp = backend_for(*arrays.values())
+    r = step_arrays(spec, hw, w.precision, grid_of(w, **arrays), p, xp)
+    return sweep_metrics(r, xp)
 
 
-def sweep_train(spec, hw, *, batch, seq, devices=1, precision="bf16", grad_accum=1, tp=1, pp=1,
-                recompute="none", sparsity=0.0, mode="auto", zero=0, params=None) -> dict:
-    """Vectorised predict_train over numpy arrays (no per-point validation): dict of arrays with
-    step_time_s, tokens_per_s, samples_per_s, achieved_tflops, mfu, fits and the breakdown."""
-    mode = hw.default_mode_train if mode == "auto" else mode
-    r = train_arrays(spec, hw, batch=batch, seq=seq, devices=devices, precision=precision,
-                     grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute, sparsity=sparsity,
-                     mode=mode, zero=zero, params=params)
-    B, T, D = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(seq, dtype=float),
-                                  np.asarray(devices, dtype=float))
-    step = r["step_time_s"]
-    r["tokens_per_s"] = B * T / step
-    r["samples_per_s"] = B / step
-    r["achieved_tflops"] = r["model_flops"] / step / D / 1e12
-    r["executed_tflops"] = r["hw_flops"] / step / D / 1e12
-    r["mfu"] = r["model_flops"] / step / D / r["peak"]
-    return r
+_LEGACY = ("batch", "seq", "devices", "precision", "grad_accum", "tp", "pp", "recompute", "sparsity",
+           "mode", "zero")
 
+
+def legacy_workload(spec, hw, **kw) -> Workload:
+    """The Workload of the keyword call predict_train(spec, hw, batch=, seq=, ...) that callers
+    outside perfmodel still make: every knob explicit (tp = pp = 1, no ZeRO, no recompute), as the
+    keywords meant; with pp > 1 and grad_accum 1, micro-batch 1 (Megatron practice)."""
+    unknown = set(kw) - set(_LEGACY)
+    if unknown:
+        raise BadInput(f"unknown prediction option(s) {', '.join(sorted(unknown))}")
+    mode = kw.get("mode", "auto")
+    if mode not in MODES:
+        raise BadInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    tp, pp, ga = kw.get("tp", 1), kw.get("pp", 1), kw.get("grad_accum", 1)
+    w = Workload(model=spec.name, hardware=hw.name, batch=kw["batch"], seq_len=kw["seq"],
+                 devices=kw.get("devices", 1), precision=kw.get("precision", "bf16"),
+                 sparsity=kw.get("sparsity", 0.0), grad_accum=None if pp > 1 and ga == 1 else ga,
+                 micro_batch=1 if pp > 1 and ga == 1 else None,
+                 layout={"tp": tp, "pp": pp, "zero": kw.get("zero", 0),
+                         "recompute": kw.get("recompute", "none"), "mode": None if mode == "auto" else mode})
+    return plain_layout(w.with_(devices=w.devices or 1), hw)
+
+
+def legacy_sweep(spec, hw, kw: dict) -> tuple[Workload, dict]:
+    """(base Workload, arrays) of a keyword sweep_train(spec, hw, batch=, seq=, ...) call: the
+    numeric keywords become arrays, grad_accum becomes the micro-batch (the same pp > 1 rule)."""
+    import numpy as np
+
+    B, T, D, G, TP, PP, Z, S = (np.asarray(kw.pop(k, d), dtype=float) for k, d in (
+        ("batch", 1), ("seq", 1), ("devices", 1), ("grad_accum", 1), ("tp", 1), ("pp", 1), ("zero", 0),
+        ("sparsity", 0.0)))
+    dp = D / (TP * PP)
+    m = np.where((PP > 1) & (G == 1), np.maximum(B / dp, 1.0), G)
+    w = legacy_workload(spec, hw, batch=1, seq=1, **kw).with_(micro_batch=1, grad_accum=1)
+    return w, {"batch": B, "seq_len": T, "devices": D, "tp": TP, "pp": PP, "micro_batch": B / (dp * m),
+               "zero": Z, "sparsity": S}
+
+
+# ---------------------------------------------------------------- weight streaming
 
 def streaming_crossover_tokens(spec, hw, precision="bf16", seq=None, params=None) -> float:
     """Tokens per step above which weight streaming stops being exposed: the step's compute
@@ -403,8 +246,9 @@ def streaming_crossover_tokens(spec, hw, precision="bf16", seq=None, params=None
 
     T = int(seq or min(spec.max_seq_len, 1024))
     batches = np.logspace(-4, 6, 2000)
-    r = train_arrays(spec, hw, batch=batches, seq=T, precision=precision, mode="weight_streaming",
-                     params=params)
+    w = Workload(model=spec.name, hardware=hw.name, precision=precision, seq_len=T,
+                 layout={"mode": "weight_streaming"})
+    r = sweep_train(spec, hw, w, params, batch=batches, micro_batch=batches)
     over = r["stream_exposed"] - r["stream"] / spec.n_layers  # exposed beyond pipeline fill
     hidden = np.nonzero(over <= 0)[0]
     if not len(hidden):
@@ -421,7 +265,39 @@ def streaming_ratio(spec, hw, *, batch, seq, precision="bf16", params=None) -> f
     """Predicted step time streamed / resident on one device: what a streaming runtime measures
     side by side (1.0 = streaming fully hidden; it can dip below 1 because the streamed optimizer
     update overlaps the next forward while the resident one does not)."""
-    kw = dict(batch=batch, seq=seq, precision=precision, params=params)
-    s = train_arrays(spec, hw, mode="weight_streaming", **kw)["step_time_s"]
-    r = train_arrays(spec, hw, mode="resident", **kw)["step_time_s"]
-    return s / r
+    w = Workload(model=spec.name, hardware=hw.name, precision=precision, seq_len=seq)
+    t = {}
+    for mode in ("weight_streaming", "resident"):
+        r = sweep_train(spec, hw, w.with_(mode=mode), params, batch=batch, micro_batch=batch)
+        t[mode] = r["step_time_s"]
+    return t["weight_streaming"] / t["resident"]
+
+
+def plan_report(w: Workload, objective: str = "time", top: int = 10, params=None) -> dict:
+    """`llmbench plan`: the `top` layouts of a training workload by `objective`, each predicted as
+    predict_train would (TrainPrediction). time: on w.devices; devices / energy / cost: on any
+    count up to w.devices. BadInput (one line) when nothing fits."""
+    from llmbench.hardware import get_hardware
+    from llmbench.point import precision_for
+
+    from .memory import check_devices, hierarchy
+    from .params import resolve_params
+    from .plan import device_counts, refusal, search
+
+    hw = get_hardware(w.hardware)
+    w = w.with_(hardware=hw.name, precision=w.precision or precision_for(hw), devices=w.devices or 1)
+    spec = w.spec()
+    check_devices(hw, w.devices, w.layout)
+    p = params if params is not None else resolve_params(hw)
+    counts = [w.devices] if objective == "time" else device_counts(hw, w.devices)
+    res = search(spec, hw, w, p, objective, counts)
+    if not len(res.order):
+        raise BadInput(refusal(spec, hw, w, p, res.searched))
+    rows = []
+    for i in res.order[:top]:
+        best = res.workload_at(int(i))
+        check_layout(spec, hw, best)
+        rows.append(predict_train(spec, hw, best, p))
+    h = hierarchy(hw)
+    return {"workload": w.to_dict(), "objective": objective, "note": res.note, "searched": res.searched,
+            "fitting": int(len(res.order)), "memory_rule": f"{h.rule[0]} ({h.rule[1]})", "layouts": rows}

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from llmbench.hardware import get_hardware
-from llmbench.models import get_model
+
+from llmbench.point import Workload
 
 from .infer import predict_infer
 from .project import DATASETS, epoch_time_s
-from .train import check_train_args, train_arrays
+from .train import as_run, predict_train
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "reference" / "published.csv"
 TOL_NUMERIC = 0.25
@@ -76,13 +77,6 @@ def parse_value(v: str) -> tuple[float, float] | None:
     return None
 
 
-def _num(x, default=None):
-    try:
-        return int(float(x))
-    except (TypeError, ValueError):
-        return default
-
-
 def _tp_pp(notes: str) -> tuple[int, int]:
     tp = pp = 1
     for tok in notes.replace(";", " ").split():
@@ -93,104 +87,115 @@ def _tp_pp(notes: str) -> tuple[int, int]:
     return tp, pp
 
 
-def _train(model, hw, params, *, batch, seq, devices=1, precision="bf16", grad_accum=1, tp=1, pp=1,
-           recompute="none", sparsity=0.0, zero=0, spec=None) -> dict:
-    """One scalar training prediction (no fit check: validation compares throughput)."""
-    spec = spec or get_model(model)
-    h = get_hardware(hw)
-    mode = check_train_args(spec, h, batch=batch, seq=seq, devices=devices, precision=precision,
-                            grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute,
-                            sparsity=sparsity, mode="auto", zero=zero)
-    r = train_arrays(spec, h, batch=batch, seq=seq, devices=devices, precision=precision,
-                     grad_accum=grad_accum, tp=tp, pp=pp, recompute=recompute, sparsity=sparsity,
-                     mode=mode, zero=zero, params=params.get(hw) if params else None)
-    f = {k: float(v) for k, v in r.items()}
-    step = f["step_time_s"]
-    f.update(samples_per_s=batch / step, tokens_per_s=batch * seq / step,
-             executed_tflops=f["hw_flops"] / step / devices / 1e12,
-             mfu=f["model_flops"] / step / devices / f["peak"])
-    return f
+#: ASSUME keys that are Workload fields (prompt_len is the inference seq_len)
+_ROW_FIELDS = ("model", "batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero", "recompute",
+               "grad_accum", "micro_batch")
+
+
+def row_workload(row: dict) -> Workload:
+    """The one conversion of a published row (after ASSUME's settings) into a Workload whose
+    layout is explicit: tp/pp from ASSUME or the row's notes (Megatron), no ZeRO, no recompute
+    unless assumed, the hardware's mode; micro-batch 1 under pipelining, else GAS as assumed."""
+    a = ASSUME.get(row["id"], {})
+    r = {**row, "system": row["system"].split()[0], **{k: a[k] for k in _ROW_FIELDS if k in a}}
+    if "prompt_len" in a:
+        r["seq_len"] = a["prompt_len"]
+    if row["id"].startswith("megatron-t1"):
+        r["tp"], r["pp"] = _tp_pp(row["notes"])
+        r["recompute"] = "full"
+    r.update({k: str(r[k]) for k in ("batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero",
+                                     "grad_accum", "micro_batch") if r.get(k) not in (None, "")})
+    w = Workload.from_row(r)
+    lay = w.layout
+    w = w.with_(tp=lay.tp or 1, pp=lay.pp or 1, zero=lay.zero or 0, recompute=lay.recompute or "none",
+                devices=w.devices or 1)
+    if w.layout.pp > 1 and w.grad_accum is None and w.micro_batch is None:
+        return w.with_(micro_batch=1)
+    return w if w.micro_batch is not None else w.with_(grad_accum=w.grad_accum or 1)
+
+
+def _train(w: Workload, params: dict | None):
+    """One training prediction (no fit check: validation compares throughput)."""
+    h = get_hardware(w.hardware)
+    p = params.get(h.name) if params else None
+    return predict_train(w.spec(), h, as_run(w, h), p)
+
+
+def _infer(w: Workload, params: dict | None):
+    h = get_hardware(w.hardware)
+    w = w.with_(suite="infer", tp=None, pp=None, zero=None, recompute=None)  # serving: the engine lays it out
+    return predict_infer(w.spec(), h, w, params.get(h.name) if params else None)
+
+
+def _per_replica(w: Workload, batch: int, devices: int) -> Workload:
+    """`w` on `devices` devices at global batch `batch` (a weak-scaling point)."""
+    return w.with_(batch=batch, devices=devices)
 
 
 def predict_row(row: dict, params: dict | None = None) -> float | None:
     """The model's value for one numeric row of published.csv (None: not a numeric row).
     params: {hardware name: parameter dict} overrides (calibration)."""
-    rid, metric, system, model = row["id"], row["metric"], row["system"], row["model"]
-    a = ASSUME.get(rid, {})
-    prec = row["precision"] or "bf16"
-    seq = _num(row["seq_len"], 1024)
-    devices = _num(row["devices"], 1)
-    batch = _num(row["batch"])
+    metric = row["metric"]
+    if metric not in METRIC_KINDS:
+        return None
+    a = ASSUME.get(row["id"], {})
+    w = row_workload(row)
     if metric in ("samples_per_s", "tokens_per_s", "epoch_time_s", "epoch_time_h"):
-        kw = {k: a[k] for k in ("tp", "pp", "grad_accum", "recompute", "zero") if k in a}
-        r = _train(model, system, params, batch=batch, seq=seq, devices=devices, precision=prec, **kw)
+        r = _train(w, params)
         if metric == "epoch_time_s":
-            return epoch_time_s(DATASETS["sst2"], tokens_per_s=r["tokens_per_s"], samples_per_s=r["samples_per_s"])
+            return epoch_time_s(DATASETS["sst2"], tokens_per_s=r.tokens_per_s, samples_per_s=r.samples_per_s)
         if metric == "epoch_time_h":
-            return epoch_time_s(DATASETS["pile"], tokens_per_s=r["tokens_per_s"],
-                                samples_per_s=r["samples_per_s"]) / 3600
-        return r[metric]
+            return epoch_time_s(DATASETS["pile"], tokens_per_s=r.tokens_per_s,
+                                samples_per_s=r.samples_per_s) / 3600
+        return getattr(r, metric)
     if metric == "achieved_tflops":
-        tp, pp = _tp_pp(row["notes"])
-        return _train(model, system, params, batch=batch, seq=seq, devices=devices, precision=prec,
-                      tp=tp, pp=pp, recompute="full")["executed_tflops"]
+        return _train(w, params).executed_tflops
     if metric == "mfu":
-        spec = get_model(a["model"]).with_(max_seq_len=seq)
-        return _train(a["model"], system, params, spec=spec, batch=a["batch"], seq=seq,
-                      devices=a["devices"], precision=prec, tp=a["tp"], pp=a["pp"],
-                      recompute=a["recompute"])["mfu"]
+        return _train(w, params).mfu
     if metric == "scaling_efficiency":
-        return _scaling(row, a, params, model, system, seq, devices, prec)
+        return _scaling(w, a, params)
     if metric == "gas4_over_gas1":
-        micro = batch
-        kw = {"zero": a.get("zero", 0)}
-        t = [_train(model, system, params, batch=micro * devices * g, seq=seq, devices=devices,
-                    precision=prec, grad_accum=g, **kw)["samples_per_s"] for g in (1, 4)]
+        n, micro = w.devices, w.batch
+        t = [_train(w.with_(batch=micro * n * g, grad_accum=g, micro_batch=None), params).samples_per_s
+             for g in (1, 4)]
         return t[1] / t[0]
     if metric == "s0.9_over_dense":
-        t = [_train(model, system, params, batch=a["batch"], seq=seq, precision=prec,
-                    sparsity=s)["samples_per_s"] for s in (0.9, 0.0)]
+        t = [_train(w.with_(sparsity=s), params).samples_per_s for s in (0.9, 0.0)]
         return t[0] / t[1]
     if metric == "speedup_over_1_system":
         bpr = a["batch_per_replica"]
-        t = [_train(model, system, params, batch=bpr * n, seq=seq, devices=n, precision=prec)
-             ["samples_per_s"] for n in (devices, 1)]
+        t = [_train(_per_replica(w, bpr * n, n), params).samples_per_s for n in (w.devices, 1)]
         return t[0] / t[1]
     if metric in ("per_device_speedup", "speedup"):
-        return _genslm(row, a, params, model, seq, devices, prec)
+        return _genslm(w, row, a, params)
     if metric == "decode_tokens_per_s_per_seq":
-        return predict_infer(get_model(model), get_hardware(system), batch=1, prompt_len=a["prompt_len"],
-                             gen_len=a["gen_len"], precision=prec,
-                             params=params.get(system) if params else None).decode_tokens_per_s_per_seq
-    if metric == "devices_needed":
-        return float(predict_infer(get_model(model), get_hardware(system), batch=1,
-                                   prompt_len=a["prompt_len"], gen_len=a["gen_len"], precision=prec,
-                                   params=params.get(system) if params else None).devices)
-    return None
+        return _infer(w, params).decode_tokens_per_s_per_seq
+    return float(_infer(w.with_(devices=None), params).devices)  # devices_needed
 
 
-def _scaling(row, a, params, model, system, seq, devices, prec):
+#: the metrics predict_row knows how to predict
+METRIC_KINDS = ("samples_per_s", "tokens_per_s", "epoch_time_s", "epoch_time_h", "achieved_tflops", "mfu",
+                "scaling_efficiency", "gas4_over_gas1", "s0.9_over_dense", "speedup_over_1_system",
+                "per_device_speedup", "speedup", "decode_tokens_per_s_per_seq", "devices_needed")
+
+
+def _scaling(w: Workload, a: dict, params):
     """Weak scaling: throughput on N devices / (N/r x throughput of one replica of r devices)."""
-    pp = a.get("pp", 1)
-    bpr = a["batch_per_replica"]
-    g = a.get("grad_accum", 1)
-    kw = {"pp": pp, "zero": a.get("zero", 0), "grad_accum": g}
-    reps = devices // pp
-    one = _train(model, system, params, batch=bpr * g, seq=seq, devices=pp, precision=prec, **kw)
-    many = _train(model, system, params, batch=bpr * g * reps, seq=seq, devices=devices, precision=prec, **kw)
-    return many["samples_per_s"] / (reps * one["samples_per_s"])
+    pp, bpr, g = w.layout.pp, a["batch_per_replica"], w.grad_accum or 1
+    reps = w.devices // pp
+    one = _train(_per_replica(w, bpr * g, pp), params)
+    many = _train(_per_replica(w, bpr * g * reps, w.devices), params)
+    return many.samples_per_s / (reps * one.samples_per_s)
 
 
-def _genslm(row, a, params, model, seq, devices, prec):
+def _genslm(w: Workload, row, a, params):
     """GenSLM (Table IV): SN30 vs A100 per device on 8 devices; one CS-2 vs eight A100."""
-    batch = _num(row["batch"]) or a.get("batch", 32)
+    w = w.with_(batch=int(row["batch"]) if row["batch"] else a.get("batch", 32))
     akw = a.get("a100", {})
-    a100 = _train(model, "a100-40gb", params, batch=batch, seq=seq, devices=8, precision="fp16", **akw)
+    a100 = _train(w.with_(hardware="a100-40gb", devices=8, precision="fp16", **akw), params)
     if row["metric"] == "per_device_speedup":
-        sn = _train(model, "sn30", params, batch=batch, seq=seq, devices=devices, precision=prec)
-        return sn["samples_per_s"] / a100["samples_per_s"]
-    cs = _train(model, "cs2", params, batch=batch, seq=seq, devices=1, precision=prec)
-    return cs["samples_per_s"] / a100["samples_per_s"]
+        return _train(w, params).samples_per_s / a100.samples_per_s
+    return _train(w.with_(devices=1), params).samples_per_s / a100.samples_per_s
 
 
 def error(pred: float, lo: float, hi: float) -> float:

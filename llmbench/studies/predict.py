@@ -49,10 +49,10 @@ def predict_command(w: Workload, dataset: str | None = None) -> str:
 
 def predict_one(w: Workload, hw, dataset: str | None = None) -> tuple[str, dict, str | None]:
     """(status, metrics, error) of one workload on one HardwareSpec (w.hardware is its name)."""
-    from llmbench.perfmodel.predict import predict
+    from llmbench.perfmodel.predict import predict_or_unfit
 
     try:
-        pred = predict(w, hw=hw)
+        pred, refusal = predict_or_unfit(w, hw=hw)
         metrics = _plain(pred.to_dict())
         if dataset:
             metrics.update(_project(pred, dataset))
@@ -61,7 +61,7 @@ def predict_one(w: Workload, hw, dataset: str | None = None) -> tuple[str, dict,
     except Exception as e:  # noqa: BLE001 - a prediction that fails is a result, not a crash
         return "error", {}, f"{type(e).__name__}: {e}".splitlines()[0][:300]
     if metrics.get("fits", True) is False:
-        return "oom", metrics, "does not fit in device memory (predicted)"
+        return "oom", metrics, (refusal or "does not fit in device memory (predicted)")[:300]
     return "ok", metrics, None
 
 
