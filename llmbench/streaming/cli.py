@@ -3,16 +3,16 @@
     llmbench stream train --model tiny --batch 8 --seq 64 --steps 20 --store disk:/tmp/st --json
     llmbench stream compare --model tiny --width 256 --batch 8 --seq 256 --steps 6 --json
 
-Imports no torch at import time (llmbench.streaming.run is imported inside the commands).
+Imports no torch at import time (llmbench.streaming.run is imported inside the commands); the
+defaults come from StreamConfig (llmbench/streaming/config.py, torch-free).
 """
 from __future__ import annotations
 
 import typer
 
-D = {  # defaults live in StreamConfig; copied here without importing torch
-    "model": "tiny", "batch": 8, "seq": 64, "steps": 20, "store": "ram", "device": "cpu",
-    "prefetch": 1, "sparsity": 0.0, "lr": 1e-3, "seed": 0, "warmup_steps": 1,
-}
+from llmbench.streaming.config import StreamConfig, defaults
+
+D = {k: str(v) if k == "store" else v for k, v in defaults(StreamConfig).items()}
 
 stream_app = typer.Typer(help="Weight-streaming training: weights and Adam state in host RAM or on "
                               "disk, streamed to the device layer by layer (MemoryX/SwarmX).",
@@ -20,9 +20,6 @@ stream_app = typer.Typer(help="Weight-streaming training: weights and Adam state
 
 
 def _config(**kw):
-    from llmbench.streaming.run import DEFAULTS, StreamConfig
-
-    assert all(DEFAULTS[k] == v for k, v in D.items()), "cli defaults drifted from StreamConfig"
     return StreamConfig(**kw)
 
 
@@ -41,6 +38,8 @@ _seed = typer.Option(D["seed"], "--seed", help="init and data seed")
 _warm = typer.Option(D["warmup_steps"], "--warmup-steps", help="steps left out of tokens_per_s")
 _json = typer.Option(False, "--json", help="JSON output")
 _db = typer.Option(None, "--db", help="also record the result in this results database (SQLite)")
+_precision = typer.Option(D["precision"], "--precision", help="fp32 | bf16 | fp16: weights streamed "
+                          "to the device and its compute (fp32 masters and Adam in the store)")
 _recompute = typer.Option(False, "--recompute", help="keep only block inputs on the device; "
                           "recompute each block's forward in the backward")
 
@@ -49,12 +48,14 @@ _recompute = typer.Option(False, "--recompute", help="keep only block inputs on 
 def train(model: str = _model, layers: int = _layers, width: int = _width, heads: int = _heads,
           vocab: int = _vocab, batch: int = _batch, seq: int = _seq, steps: int = _steps,
           store: str = typer.Option(D["store"], "--store", help="ram | disk:PATH"),
-          device: str = _device, prefetch: int = _prefetch,
+          device: str = _device, prefetch: int = _prefetch, precision: str = _precision,
           sparsity: float = typer.Option(D["sparsity"], "--sparsity", help="fraction of each weight "
                                          "matrix pruned (magnitude) and streamed sparse"),
           device_memory_budget: int = typer.Option(None, "--device-memory-budget",
                                                    help="bytes allowed on the device; over it: exit 2"),
           resume: bool = typer.Option(False, "--resume", help="continue from the disk store"),
+          overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing store at "
+                                         "the --store path"),
           check_ranks: bool = typer.Option(False, "--check-ranks", help="data parallel: hash each "
                                            "rank's weights every step"),
           recompute: bool = _recompute, lr: float = _lr, seed: int = _seed,
@@ -62,8 +63,8 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
     """Train with weights and Adam state in a ParameterStore, streamed layer by layer."""
     cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
                   seq=seq, steps=steps, store=store, device=device, prefetch=prefetch,
-                  sparsity=sparsity, device_memory_budget=device_memory_budget, resume=resume,
-                  check_ranks=check_ranks, recompute=recompute, lr=lr, seed=seed,
+                  sparsity=sparsity, device_memory_budget_bytes=device_memory_budget, resume=resume,
+                  overwrite=overwrite, precision=precision, check_ranks=check_ranks, recompute=recompute, lr=lr, seed=seed,
                   warmup_steps=warmup_steps)
     from llmbench.streaming.run import run_train
 
@@ -88,12 +89,13 @@ def train(model: str = _model, layers: int = _layers, width: int = _width, heads
 def compare(model: str = _model, layers: int = _layers, width: int = _width, heads: int = _heads,
             vocab: int = _vocab, batch: int = _batch, seq: int = _seq, steps: int = _steps,
             device: str = _device, prefetch: int = _prefetch, recompute: bool = _recompute,
+            precision: str = _precision,
             lr: float = _lr, seed: int = _seed, warmup_steps: int = _warm, db: str = _db,
             json_out: bool = _json) -> None:
     """Train the same model resident and streamed (same seed and data, steps alternating)."""
     cfg = _config(model=model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch,
                   seq=seq, steps=steps, device=device, prefetch=prefetch, recompute=recompute,
-                  lr=lr, seed=seed, warmup_steps=warmup_steps)
+                  precision=precision, lr=lr, seed=seed, warmup_steps=warmup_steps)
     from llmbench.streaming.run import run_compare
 
     out = run_compare(cfg)
