@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import gc
 import os
-import resource
 import statistics
 import time
 
 import torch  # noqa: F401  (the trainers need it; imported here so a missing torch fails early)
 
 from llmbench.errors import BadInput
+from llmbench.streaming.memory import bound_heap, peak_rss_bytes, release_freed_memory
 from llmbench.streaming.config import StreamConfig, resolve_spec  # noqa: F401  (re-exported)
 from llmbench.streaming.trainers import (  # noqa: F401  (re-exported)
     ResidentTrainer, StreamedTrainer, device_bytes_estimate, initial_groups, make_batch)
-
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident set size so far (Linux ru_maxrss is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _timed(fn, device):
@@ -53,6 +48,7 @@ def run_train(cfg: StreamConfig) -> dict:
     from llmbench.models.counting import param_count
 
     spec = resolve_spec(cfg)
+    bound_heap()
     comm, rank, world = None, 0, int(os.environ.get("WORLD_SIZE", "1"))
     device = dev.resolve(cfg.device)
     if world > 1:
@@ -149,6 +145,7 @@ def run_compare(cfg: StreamConfig) -> dict:
         raise BadInput("stream compare uses a RAM store and no --resume")
     spec = resolve_spec(cfg)
     device = dev.resolve(cfg.device)
+    bound_heap()
     batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(cfg.steps)]
     res = ResidentTrainer(spec, cfg, device)
     resident_state = res.state_bytes
@@ -156,6 +153,7 @@ def run_compare(cfg: StreamConfig) -> dict:
     skipped_resident = res.skipped_steps
     del res
     gc.collect()
+    release_freed_memory()
     rss_resident = peak_rss_bytes()
     st = StreamedTrainer(spec, cfg, device)
     try:
