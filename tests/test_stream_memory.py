@@ -6,7 +6,7 @@ Bytes per parameter expected at the peak of each phase: resident 16 (fp32 weight
 Adam moments); streamed 24 (the RAM store: two slots of weights + moments) plus the device copies
 of 2 of 6 blocks and one block's gradient (~2) and the optimizer's temporaries for one group (~1).
 Before this design compare held the initial state, the resident trainer and the store at once,
-about 44 bytes per parameter; the bound below (30) tells the two apart."""
+about 44 bytes per parameter; the bound below (31; 28.3-28.4 measured) tells the two apart."""
 from __future__ import annotations
 
 import json
@@ -35,5 +35,5 @@ def test_compare_peak_rss_is_one_training_state_not_two():
     resident = (m["peak_rss_after_resident_bytes"] - m["base"]) / p
     streamed = (m["peak_rss_bytes"] - m["base"]) / p
     assert 14 <= resident <= 20, resident
-    assert 22 <= streamed <= 30, streamed  # the store is really held, and nothing twice
+    assert 22 <= streamed <= 31, streamed  # the store is really held, and nothing twice
     assert m["max_rel_loss_diff"] <= 1e-5
