@@ -18,6 +18,12 @@ may live on the meta device (no memory). One step:
             and the store-side AdamW of block i runs on a worker thread while block i-1's backward
             computes. The last block stays resident across the turn.
 
+Mixed precision (`precision="bf16"|"fp16"`): the store keeps fp32 masters and moments; the loader
+casts each layer to the compute dtype on the store side, so the link and the device carry 2 bytes
+per weight; the gradient of that copy goes back in the compute dtype (one rank) or is upcast to
+fp32 before the data-parallel reduction, and the store upcasts, unscales (fp16: the loss was
+multiplied by the store's loss scale) and checks it before AdamW (precision.py).
+
 A loader thread runs the schedule `prefetch` layers ahead (on an accelerator it copies from pinned
 host memory on a side stream; on CPU the background thread itself copies). No recomputation: the
 forward's activations are kept, so the streamed step does the resident step's FLOPs exactly;

@@ -109,7 +109,7 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
         "device": str(device), "store": str(cfg.store), "prefetch": cfg.prefetch,
         "sparsity": cfg.sparsity, "recompute": cfg.recompute, "precision": cfg.precision,
         "start_step": (store.step - len(losses)) if store is not None else 0,
-        "steps": cfg.steps, "tokens_per_s": tps, "step_time_s": step_s,
+        "steps": cfg.steps, "tokens_per_s": tps, "step_time_s": step_s, "step_times_s": times,
         "warmup_s": sum(times[:cfg.warmup_steps]) if len(times) > cfg.warmup_steps else 0.0,
         "loss": store.losses if store is not None and store.kind == "disk" else losses,
         "skipped_steps": store.skipped if store is not None else [],

@@ -116,6 +116,43 @@ def check_budget(estimate: dict, budget: int | None) -> None:
                        f"{budget:,}; lower --batch, --seq or --prefetch")
 
 
+def resident_bytes_estimate(spec, *, batch: int, seq: int, precision: str = "fp32") -> dict:
+    """What resident training holds: weights, gradients and two fp32 Adam moments (16 bytes per
+    parameter in fp32; with bf16/fp16 weights also fp32 masters and their gradients: 20) plus
+    every layer's activations and the logits terms."""
+    from llmbench.models.counting import activation_bytes_per_layer, param_count
+
+    p, s = param_count(spec), ELEMENT_BYTES[precision]
+    state = p * (2 * s + 8 + (8 if precision != "fp32" else 0))
+    acts = activation_bytes_per_layer(spec, batch, seq, precision, "none") * spec.n_layers \
+        + 3 * batch * seq * spec.vocab_size * 4
+    return {"state": int(state), "activations": int(acts), "total": int(state + acts)}
+
+
+def free_memory_bytes(device) -> int | None:
+    """Memory that can still be allocated on `device`: MemAvailable on the CPU, the driver's free
+    bytes on an accelerator (None where unknown)."""
+    from llmbench.streaming.memory import available_bytes
+
+    if device.type == "cpu":
+        return available_bytes()
+    mod = torch.get_device_module(device)
+    return int(mod.mem_get_info(device)[0]) if hasattr(mod, "mem_get_info") else None
+
+
+def check_resident_fits(spec, cfg: StreamConfig, device) -> dict:
+    """Refuse resident training that cannot fit, before allocating anything (BadInput)."""
+    from llmbench.errors import BadInput
+
+    need = resident_bytes_estimate(spec, batch=cfg.batch, seq=cfg.seq, precision=cfg.precision)
+    free = free_memory_bytes(device)
+    if free is not None and need["total"] > free:
+        raise BadInput(f"resident training of {spec.name} cannot start: it needs ~{need['total']:,} "
+                       f"bytes (state {need['state']:,}, activations {need['activations']:,}), over "
+                       f"the {free:,} bytes free on {device}; stream it (llmbench stream train)")
+    return need
+
+
 # ---------------------------------------------------------------- trainers
 
 def loss_scale_of(cfg: StreamConfig) -> LossScale | None:
@@ -132,6 +169,7 @@ class ResidentTrainer:
     def __init__(self, spec, cfg: StreamConfig, device):
         from llmbench.measure.modeling import build_model
 
+        check_resident_fits(spec, cfg, device)
         self.model = build_model(spec, meta=True).to_empty(device=device)
         params = dict(self.model.named_parameters())
         groups = initial_groups(spec, cfg.seed)
