@@ -37,3 +37,26 @@ def test_compare_peak_rss_is_one_training_state_not_two():
     assert 14 <= resident <= 20, resident
     assert 22 <= streamed <= 31, streamed  # the store is really held, and nothing twice
     assert m["max_rel_loss_diff"] <= 1e-5
+
+
+def test_resident_training_that_cannot_fit_is_refused_before_allocating(monkeypatch):
+    import pytest
+    import torch
+
+    from llmbench.errors import BadInput
+    from llmbench.streaming import trainers
+    from llmbench.streaming.config import StreamConfig, resolve_spec
+
+    cfg = StreamConfig(model="tiny", batch=2, seq=16)
+    spec = resolve_spec(cfg)
+    need = trainers.resident_bytes_estimate(spec, batch=2, seq=16)
+    assert need["state"] == 16 * 224640  # tiny: 224,640 parameters, fp32 Adam
+    monkeypatch.setattr(trainers, "free_memory_bytes", lambda device: need["total"] - 1)
+    from llmbench.measure import modeling
+
+    def built(*a, **kw):
+        raise AssertionError("the model was built before the check")
+
+    monkeypatch.setattr(modeling, "build_model", built)
+    with pytest.raises(BadInput, match="resident training of tiny cannot start"):
+        trainers.ResidentTrainer(spec, cfg, torch.device("cpu"))
