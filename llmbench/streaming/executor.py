@@ -46,6 +46,8 @@ from llmbench.streaming.precision import ELEMENT_BYTES, needs_loss_scale
 from llmbench.streaming.store import ParameterStore
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+MAX_PENDING_UPDATES = 2
+"""gradients queued for the store-side optimizer before the backward waits"""
 
 
 def group_params(model: nn.Module) -> dict[str, dict[str, nn.Parameter]]:
@@ -214,9 +216,9 @@ class StreamingExecutor:
             return self._fill_sparse(group, alias)
         if self.owner:
             src = self._host(self.store.weights(group))
-            self.store.release(group)
             self.stats["weight_bytes_in"] += src.numel() * self.elsize
             alias.copy_(src, non_blocking=self._accel)
+            self.store.release(group)  # after the copy: `src` may be the mapped store itself
         if self.comm is not None:
             self.comm.broadcast(alias)
             if not self.owner:
@@ -303,7 +305,17 @@ class StreamingExecutor:
         self.stats["grad_bytes_out"] += payload.numel() * payload.element_size()
         self.account.add(grad=-grad.numel() * self.elsize)
         if self.owner:
+            self._backpressure()
             self._futures.append(self._opt.submit(self._update, group, payload, event))
+
+    def _backpressure(self) -> None:
+        """At most MAX_PENDING_UPDATES gradients wait for the store-side optimizer: when the store
+        is slower than the backward (a disk tier), the backward waits (counted as exposed optimizer
+        time) instead of queueing every layer's gradient in host memory."""
+        t0 = time.perf_counter()
+        while sum(not f.done() for f in self._futures) >= MAX_PENDING_UPDATES:
+            next(f for f in self._futures if not f.done()).result()
+        self.stats["optimizer_wait_s"] += time.perf_counter() - t0
 
     def _update(self, group: str, payload: torch.Tensor, event) -> None:
         t0 = time.perf_counter()
