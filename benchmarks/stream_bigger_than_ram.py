@@ -46,7 +46,9 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=20)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=1e-4, help="AdamW lr (1e-3 made the loss of the "
+                    "1.7B model rise over its first steps at 128 tokens per step)")
     ap.add_argument("--store", default="disk:/work/tmp_streaming/big")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precision", default="fp32")
@@ -64,7 +66,7 @@ def main() -> None:
 
     budget = int(a.device_memory_budget) if a.device_memory_budget else None
     cfg = StreamConfig(model=a.model, layers=a.layers, batch=a.batch, seq=a.seq, steps=a.steps,
-                       store=a.store, device=a.device, precision=a.precision, overwrite=True,
+                       store=a.store, device=a.device, precision=a.precision, overwrite=True, lr=a.lr,
                        device_memory_budget_bytes=budget)
     spec, device = resolve_spec(cfg), dev.resolve(a.device)
     p = param_count(spec)

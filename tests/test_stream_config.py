@@ -51,6 +51,7 @@ def test_defaults_are_the_dataclass_fields_and_the_cli_reads_them():
     (dict(batch=0), "--batch"), (dict(prompt_len=-1), "--prompt-len"), (dict(gen_len=0), "--gen-len"),
     (dict(batch=6, micro_batches=4), "equal parts"), (dict(precision="int8"), "--precision"),
     (dict(stage_memory_budget_bytes=0), "--stage-memory-budget"), (dict(warmup_runs=-1), "--warmup-runs"),
+    (dict(balance="flops"), "--balance"),
 ])
 def test_pipeline_config_rules(kw, match):
     with pytest.raises(BadInput, match=match):

@@ -17,7 +17,8 @@ import pytest
 from llmbench.errors import BadInput
 from llmbench.streaming.config import PipelineConfig, resolve_spec
 from llmbench.streaming.pipeline import reference_generate, run_pipeline
-from llmbench.streaming.pipeplan import check_fits, max_batch_x_context, plan_stages, stage_layers
+from llmbench.streaming.pipeplan import (
+    check_fits, head_layers_of, max_batch_x_context, plan_stages, stage_layers)
 
 LLAMA = dict(model="llama-2-7b", layers=4, width=64, heads=4, vocab=256, batch=4, prompt_len=8,
              gen_len=6, warmup_runs=0)
@@ -59,7 +60,8 @@ def test_pipelined_tokens_equal_single_process_greedy_decoding(stages, reference
     assert out["stages"] == out["micro_batches"] == stages
     assert out["tokens"] == reference
     layers = [s["layers"] for s in out["stage_memory"]]
-    assert layers == [[r.start, r.stop] for r in stage_layers(4, stages)]
+    head = head_layers_of(resolve_spec(PipelineConfig(**LLAMA), seq=14), "decode")
+    assert layers == [[r.start, r.stop] for r in stage_layers(4, stages, head)]
     for s in out["stage_memory"]:
         assert s["weight_bytes"] == s["planned_weight_bytes"]
         assert s["kv_cache_bytes"] == s["planned_kv_cache_bytes"]
@@ -91,6 +93,16 @@ def test_plan_tied_last_stage_keeps_its_own_token_matrix_and_the_budget():
         check_fits(two, budget - 1)
     with pytest.raises(BadInput, match="at most one stage per layer"):
         stage_layers(2, 3)
+
+
+def test_layer_split_even_or_balanced_for_the_lm_head():
+    assert [len(r) for r in stage_layers(7, 3)] == [3, 2, 2]
+    assert [len(r) for r in stage_layers(5, 3)] == [2, 2, 1]
+    gpt2 = resolve_spec(PipelineConfig(model="gpt2-small"), seq=160)
+    head = head_layers_of(gpt2, "decode")  # 50,257 x 768 weights: 5.4 layers of GPT-2 small
+    assert 5.4 < head < 5.5 and head_layers_of(gpt2, "layers") == 0
+    assert [len(r) for r in stage_layers(12, 2, head)] == [9, 3]
+    assert [len(r) for r in stage_layers(12, 4, head)] == [4, 4, 3, 1]
 
 
 def test_budget_is_refused_before_allocation():

@@ -177,6 +177,9 @@ class PipelineConfig:
     """seed of the weights (the same per-group initialiser as training) and of the prompts"""
     stage_memory_budget_bytes: int | None = None
     """bytes each stage may hold (weights + KV cache + activations); None: no limit"""
+    balance: str = "decode"
+    """layer split: `decode` (the last stage takes fewer layers for the LM head it also runs, whose
+    (V x d) matrix every generated token reads) | `layers` (layers split evenly)"""
     warmup_runs: int = 1
     """whole generations run (and discarded) before the timed one"""
 
@@ -190,6 +193,8 @@ class PipelineConfig:
                                f"{self.micro_batches} equal parts")
         if self.stage_memory_budget_bytes is not None and not self.stage_memory_budget_bytes > 0:
             raise BadInput("--stage-memory-budget must be a positive number of bytes")
+        if self.balance not in ("decode", "layers"):
+            raise BadInput(f"--balance must be decode or layers, got {self.balance!r}")
         if not isinstance(self.warmup_runs, int) or self.warmup_runs < 0:
             raise BadInput(f"--warmup-runs must be >= 0, got {self.warmup_runs!r}")
 

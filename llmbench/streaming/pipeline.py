@@ -38,7 +38,8 @@ from torch import nn
 from llmbench.errors import BadInput
 from llmbench.streaming.config import PipelineConfig, defaults, resolve_spec
 from llmbench.streaming.executor import DTYPES
-from llmbench.streaming.pipeplan import check_fits, max_batch_x_context, plan_stages, stage_layers
+from llmbench.streaming.pipeplan import (
+    check_fits, head_layers_of, max_batch_x_context, plan_stages, stage_layers)
 
 
 # ---------------------------------------------------------------- one stage's resident modules
@@ -61,7 +62,7 @@ class Stage:
 
         self.rank, self.world, self.device = rank, world, device
         self.first, self.last = rank == 0, rank == world - 1
-        self.layers = stage_layers(spec.n_layers, world)[rank]
+        self.layers = stage_layers(spec.n_layers, world, head_layers_of(spec, cfg.balance))[rank]
         dtype = DTYPES[cfg.precision]
         skel = build_model(spec, meta=True)
         ends = init_group(spec, cfg.seed, skel, "ends") if self.first or self.last else {}
@@ -197,7 +198,8 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     context = cfg.prompt_len + cfg.gen_len
     spec = resolve_spec(cfg, seq=context)
     plans = plan_stages(spec, stages=world, micro_batch=cfg.batch // M, micro_batches=M,
-                        context=context, precision=cfg.precision, prompt_len=cfg.prompt_len)
+                        context=context, precision=cfg.precision, prompt_len=cfg.prompt_len,
+                        balance=cfg.balance)
     check_fits(plans, cfg.stage_memory_budget_bytes)
     stage = Stage(spec, cfg, rank, world, device)
     b = cfg.batch // M

@@ -46,21 +46,44 @@ class StagePlan:
                 "activation_bytes": self.activation_bytes, "total_bytes": self.total_bytes}
 
 
-def stage_layers(n_layers: int, stages: int) -> list[range]:
-    """Contiguous layer ranges, as even as possible (the first stages take one more)."""
+BALANCES = ("decode", "layers")
+
+
+def stage_layers(n_layers: int, stages: int, head_layers: float = 0.0) -> list[range]:
+    """Contiguous layer ranges. head_layers = 0: as even as possible (the first stages take one
+    more). Otherwise the last stage, which also runs the LM head worth `head_layers` layers of
+    work, takes fewer layers, so that each stage's share of n_layers + head_layers is even."""
     if stages > n_layers:
         raise BadInput(f"{stages} pipeline stages for {n_layers} layers: at most one stage per layer")
-    q, r = divmod(n_layers, stages)
+    if stages == 1:
+        return [range(0, n_layers)]
+    last = n_layers // stages
+    if head_layers:
+        last = round((n_layers + head_layers) / stages - head_layers)
+        last = min(max(last, 1), n_layers - (stages - 1))
+    q, r = divmod(n_layers - last, stages - 1)
     out, start = [], 0
-    for s in range(stages):
-        n = q + (s < r)
+    for n in [q + (s < r) for s in range(stages - 1)] + [last]:
         out.append(range(start, start + n))
         start += n
     return out
 
 
+def head_layers_of(spec, balance: str) -> float:
+    """The LM head's decode cost in layers: every generated token reads the whole (V x d) matrix,
+    as a layer reads its weights (decode is bound by weight reads). 0 for balance="layers"."""
+    from llmbench.models.counting import param_breakdown
+
+    if balance not in BALANCES:
+        raise BadInput(f"--balance must be one of {', '.join(BALANCES)}, got {balance!r}")
+    if balance == "layers":
+        return 0.0
+    per_layer = param_breakdown(spec)["layers"] / spec.n_layers
+    return spec.vocab_size * spec.d_model / per_layer
+
+
 def plan_stages(spec, *, stages: int, micro_batch: int, micro_batches: int, context: int,
-                precision: str, prompt_len: int | None = None) -> list[StagePlan]:
+                precision: str, prompt_len: int | None = None, balance: str = "decode") -> list[StagePlan]:
     """The plan of every stage for `micro_batches` x `micro_batch` sequences of `context` tokens."""
     from llmbench.models.counting import activation_bytes_per_layer, dtype_bytes, param_breakdown
 
@@ -70,7 +93,7 @@ def plan_stages(spec, *, stages: int, micro_batch: int, micro_batches: int, cont
     head = parts["final_norm"] + parts["lm_head"] + (spec.vocab_size * spec.d_model if spec.tied_embeddings else 0)
     seqs, T = micro_batch * micro_batches, prompt_len or context
     plans = []
-    for rank, layers in enumerate(stage_layers(spec.n_layers, stages)):
+    for rank, layers in enumerate(stage_layers(spec.n_layers, stages, head_layers_of(spec, balance))):
         first, last = rank == 0, rank == stages - 1
         params = len(layers) * per_layer + (parts["embedding"] if first else 0)
         if last:
