@@ -177,7 +177,7 @@ class PipelineConfig:
     """seed of the weights (the same per-group initialiser as training) and of the prompts"""
     stage_memory_budget_bytes: int | None = None
     """bytes each stage may hold (weights + KV cache + activations); None: no limit"""
-    balance: str = "decode"
+    balance: str = "layers"
     """layer split: `decode` (the last stage takes fewer layers for the LM head it also runs, whose
     (V x d) matrix every generated token reads) | `layers` (layers split evenly)"""
     warmup_runs: int = 1

@@ -340,7 +340,8 @@ def record(db_path: str, cfg: PipelineConfig, out: dict) -> list[str]:
     point = {"suite": "pipeline_infer", "model": out["model"], "hardware": dev.profile_name(device),
              "n_layers": out["n_layers"], "d_model": out["d_model"], "batch": cfg.batch,
              "prompt_len": cfg.prompt_len, "gen_len": cfg.gen_len, "devices": out["stages"],
-             "micro_batches": out["micro_batches"], "precision": cfg.precision, "mode": "sram_pipeline"}
+             "micro_batches": out["micro_batches"], "balance": cfg.balance, "precision": cfg.precision,
+             "mode": "sram_pipeline"}
     measured = {k: v for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                 and k not in point}
     measured["stage_busy_fraction"] = out["stage_busy_fraction"]

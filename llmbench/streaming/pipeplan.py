@@ -83,7 +83,7 @@ def head_layers_of(spec, balance: str) -> float:
 
 
 def plan_stages(spec, *, stages: int, micro_batch: int, micro_batches: int, context: int,
-                precision: str, prompt_len: int | None = None, balance: str = "decode") -> list[StagePlan]:
+                precision: str, prompt_len: int | None = None, balance: str = "layers") -> list[StagePlan]:
     """The plan of every stage for `micro_batches` x `micro_batch` sequences of `context` tokens."""
     from llmbench.models.counting import activation_bytes_per_layer, dtype_bytes, param_breakdown
 
