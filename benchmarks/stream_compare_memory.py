@@ -61,6 +61,18 @@ def main() -> None:
 
     t0 = time.time()
     out = run_compare(cfg)
+    report(out, time.time() - t0)
+    from llmbench.measure import device as dev
+
+    out.update(estimate=est, command=f"benchmarks/stream_compare_memory.py --model {a.model} --batch "
+               f"{a.batch} --seq {a.seq} --steps {a.steps}",
+               environment=dev.collect_environment(dev.resolve("cpu")))
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=2))
+    print(f"wrote {a.out}")
+
+
+def report(out: dict, wall_s: float) -> None:
     p = out["params"]
     print(f"\npeak RSS after the resident phase: {out['peak_rss_after_resident_bytes'] / GiB:.2f} GiB "
           f"({out['peak_rss_after_resident_bytes'] / p:.1f} B/param, state {out['resident_state_bytes'] / p:.0f})")
@@ -72,15 +84,7 @@ def main() -> None:
           f"(max rel diff {out['max_rel_loss_diff']:.1e})")
     print(f"tokens/s resident {out['resident_tokens_per_s']:,.1f}, streamed {out['streamed_tokens_per_s']:,.1f}, "
           f"ratio {out['ratio']:.3f}; step times resident {out['resident_step_times_s']}, "
-          f"streamed {out['streamed_step_times_s']}; {time.time() - t0:,.0f} s in all")
-    from llmbench.measure import device as dev
-
-    out.update(estimate=est, command=f"benchmarks/stream_compare_memory.py --model {a.model} --batch "
-               f"{a.batch} --seq {a.seq} --steps {a.steps}",
-               environment=dev.collect_environment(dev.resolve("cpu")))
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=2))
-    print(f"wrote {a.out}")
+          f"streamed {out['streamed_step_times_s']}; {wall_s:,.0f} s in all")
 
 
 if __name__ == "__main__":

@@ -379,8 +379,8 @@ def main(argv: list[str] | None = None) -> None:
         out = run_pipeline(cfg)
         if out["rank"] == 0 and db:
             out["result_keys"] = record(db, cfg, out)
-    except BadInput as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ValueError, KeyError, OSError) as e:  # BadInput, an unknown model, a bad --db path
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         sys.exit(2)
     if out["rank"] != 0:
         return

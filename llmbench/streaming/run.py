@@ -15,13 +15,10 @@ import os
 import statistics
 import time
 
-import torch  # noqa: F401  (the trainers need it; imported here so a missing torch fails early)
-
 from llmbench.errors import BadInput
-from llmbench.streaming.memory import bound_heap, peak_rss_bytes, release_freed_memory
 from llmbench.streaming.config import StreamConfig, resolve_spec  # noqa: F401  (re-exported)
-from llmbench.streaming.trainers import (  # noqa: F401  (re-exported)
-    ResidentTrainer, StreamedTrainer, device_bytes_estimate, initial_groups, make_batch)
+from llmbench.streaming.memory import bound_heap, peak_rss_bytes, release_freed_memory
+from llmbench.streaming.trainers import ResidentTrainer, StreamedTrainer, make_batch
 
 
 def _timed(fn, device):
