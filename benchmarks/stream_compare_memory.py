@@ -9,7 +9,7 @@ one is built. The script refuses to start unless the machine has the memory the 
 (estimated below from models/counting), so it cannot push a shared machine into the OOM killer.
 
 Printed: the training state of each phase in bytes per parameter, the activations estimate, the
-peak RSS after the resident phase and at the end (ru_maxrss: the process's high-water mark), and
+peak RSS after the resident phase and at the end (VmHWM: the process's high-water mark), and
 the compare's losses and speeds.
 """
 from __future__ import annotations

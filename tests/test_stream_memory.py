@@ -34,11 +34,10 @@ def test_compare_peak_rss_is_one_training_state_not_two():
     assert m["resident_state_bytes"] == 16 * p and m["store_bytes"] == 24 * p
     resident = (m["peak_rss_after_resident_bytes"] - m["base"]) / p
     streamed = (m["peak_rss_bytes"] - m["base"]) / p
-    # the upper bounds are the claim; the lower ones only check that the memory was measured
-    # (RSS can come out low, never high, when the kernel drops this process's code pages under
-    # other processes' memory pressure: 6.6 bytes per parameter for the resident phase once)
-    assert 5 <= resident <= 20, resident
-    assert 12 <= streamed <= 31, streamed
+    # lower bounds: the state is really measured (a child's ru_maxrss starts at its parent's RSS,
+    # which hid the resident phase under the full test suite; memory.peak_rss_bytes reads VmHWM)
+    assert 14 <= resident <= 20, resident
+    assert 22 <= streamed <= 31, streamed  # the store is held, and nothing twice
     assert m["max_rel_loss_diff"] <= 1e-5
 
 

@@ -2,7 +2,7 @@
 
     from llmbench.streaming import memory
     memory.bound_heap()                 # freed tensors go back to the OS (see below)
-    memory.peak_rss_bytes()             # the process's high-water mark so far
+    memory.peak_rss_bytes()             # the process's high-water mark so far (VmHWM)
     memory.available_bytes()            # what the kernel says can still be allocated
 
 Why `bound_heap`. torch's CPU allocator is glibc malloc. glibc raises its mmap threshold each time
@@ -52,8 +52,11 @@ def release_freed_memory() -> None:
 
 
 def peak_rss_bytes() -> int:
-    """This process's peak resident set size so far (Linux ru_maxrss is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's peak resident set size so far: VmHWM. Not `ru_maxrss`: Linux carries the
+    parent's RSS at fork into a child's ru_maxrss across exec, so a child of a big process (a
+    test runner, torchrun) reports its parent's size until it outgrows it."""
+    hwm = _meminfo("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _meminfo(key: str, path: str = "/proc/self/status") -> int | None:
