@@ -211,7 +211,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     run = _generate(stage, spec, cfg, prompts, caches, M, sync)
     mine = {"rank": rank, "plan": plans[rank].to_dict(), "weight_bytes": stage.weight_bytes,
             "kv_cache_bytes": sum(c.k.numel() * c.k.element_size() * 2 for mb in caches for c in mb),
-            "busy_s": run["busy_s"], "wall_s": run["wall_s"], "memory": dev.memory_stats(device),
+            "busy_s": run["busy_s"], "wall_s": run["wall_s"], "memory": _memory(device),
             "layers": [stage.layers.start, stage.layers.stop]}
     everyone = [mine] if world == 1 else _gather(mine)
     last = run if stage.last else None
@@ -222,6 +222,14 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     if world > 1:
         dist.destroy_process_group()
     return out
+
+
+def _memory(device) -> dict:
+    """Peak memory of this stage: the device's allocator peaks, or the process's VmHWM on CPU."""
+    from llmbench.measure import device as dev
+    from llmbench.streaming.memory import peak_rss_bytes
+
+    return {"peak_rss_bytes": peak_rss_bytes()} if device.type == "cpu" else dev.memory_stats(device)
 
 
 def _cache(spec, batch: int, context: int, device, precision: str):
