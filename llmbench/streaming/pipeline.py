@@ -188,8 +188,6 @@ def prompts_of(spec, cfg: PipelineConfig) -> torch.Tensor:
 def run_pipeline(cfg: PipelineConfig) -> dict:
     """Run one pipelined generation on this rank (after `warmup_runs` untimed ones); every rank
     returns the whole result (gathered), with its own "rank"."""
-    from llmbench.measure import device as dev
-
     rank, world, device = _setup(cfg)
     M = cfg.micro_batches or world
     if cfg.batch % M:
