@@ -39,7 +39,7 @@ def main() -> None:
     cfg = dict(model="tiny", layers=12, width=256, batch=8, seq=32, steps=12)
     probe = run_train(StreamConfig(**{**cfg, "steps": 1}))
     budget = int(probe["device_bytes_estimate"] * 1.05)
-    r = run_train(StreamConfig(**cfg, device_memory_budget=budget))
+    r = run_train(StreamConfig(**cfg, device_memory_budget_bytes=budget))
     out["budget"] = {k: r[k] for k in ("params", "weights_and_adam_bytes", "device_memory_budget_bytes",
                                        "device_bytes_estimate", "device_weight_bytes_peak",
                                        "device_grad_bytes_peak", "store_bytes", "loss")}

@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/stream_speed.py --device cuda --model gpt2-xl --batch 4 --seq 1024 \
         --tokens "" --steps 6 --out docs/results/stream_gpt2xl_h200.json
 
-1. The compute-bound point: `run_compare` (resident and streamed steps alternating in one process,
-   same seed and data) at `--batch x --seq` tokens per step.
+1. The compute-bound point: `run_compare` (resident then streamed training in one process, the
+   resident run freed first; same initial weights and data) at `--batch x --seq` tokens per step.
 2. The curve: the same ratio against tokens per step (batch varied at --curve-seq), next to the
    ratio that `perfmodel` predicts in its weight_streaming mode for the same model on the same
    machine (`get_hardware(--hardware)`: the measured profile when `llmbench measure ceilings`

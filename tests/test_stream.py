@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from llmbench.errors import BadInput
 from llmbench.streaming.run import StreamConfig, resolve_spec, run_compare, run_train
 from llmbench.streaming.store import AdamConfig, ParameterStore
 
@@ -51,7 +52,7 @@ def test_bigger_than_budget_trains_and_learns():
     probe = run_train(StreamConfig(**{**cfg.__dict__, "steps": 1}))
     budget = probe["device_bytes_estimate"] + 1024
     assert probe["weights_and_adam_bytes"] > budget  # weights + Adam moments alone do not fit
-    out = run_train(StreamConfig(**{**cfg.__dict__, "device_memory_budget": budget}))
+    out = run_train(StreamConfig(**{**cfg.__dict__, "device_memory_budget_bytes": budget}))
     assert out["loss"][-1] < out["loss"][0] - 0.05
     assert out["device_weight_bytes_peak"] < budget
 
@@ -72,14 +73,12 @@ def test_runtime_account_stops_an_allocation_over_budget():
     import time
 
     from llmbench.measure.modeling import build_model
-    from llmbench.streaming.executor import StreamingExecutor, group_params
-    from llmbench.streaming.run import initial_state, make_batch
+    from llmbench.streaming.executor import StreamingExecutor
+    from llmbench.streaming.trainers import initial_groups, make_batch
 
     spec = resolve_spec(StreamConfig(model="tiny", layers=2))
     skel = build_model(spec, meta=True)
-    init = initial_state(spec, 0)
-    groups = {g: {n: init[n] for n in ps} for g, ps in group_params(skel).items()}
-    store = ParameterStore.create("ram", groups, adam=AdamConfig())
+    store = ParameterStore.create("ram", initial_groups(spec, 0, skel), adam=AdamConfig())
     ends_bytes = store.numel("ends") * 4
     ex = StreamingExecutor(skel, store, device=torch.device("cpu"), budget_bytes=ends_bytes + 1000)
     idx, tgt = make_batch(spec, 2, 16, 0, 0)
@@ -134,14 +133,15 @@ def test_store_commit_needs_every_group_and_keeps_old_slot(tmp_path):
     store.update("a", torch.ones(4))
     with pytest.raises(RuntimeError, match="commit before every group"):
         store.commit(1.0)
-    # not committed: a fresh open still sees step 0 and the initial weights
-    again = ParameterStore.open(tier)
-    assert again.step == 0 and torch.equal(again.weights("a"), torch.ones(4))
+    # not committed: the manifest still says step 0, and the committed slot holds the initial weights
+    assert json.loads((tmp_path / "manifest.json").read_text())["step"] == 0
+    assert torch.equal(store.weights("a"), torch.ones(4))
     store.update("b", torch.ones(3))
     store.commit(1.0)
-    again = ParameterStore.open(tier)
-    assert again.step == 1 and again.losses == [1.0] and again.weights("a")[0] < 1.0
-    assert store.nbytes == 2 * 3 * 7 * 4
+    store.close()
+    with ParameterStore.open(tier) as again:
+        assert again.step == 1 and again.losses == [1.0] and again.weights("a")[0] < 1.0
+        assert again.nbytes == 2 * 3 * 7 * 4
 
 
 def test_kill_between_flush_and_manifest_keeps_the_old_step(tmp_path, monkeypatch):
@@ -160,6 +160,7 @@ def test_kill_between_flush_and_manifest_keeps_the_old_step(tmp_path, monkeypatc
     store.update("a", torch.ones(4))
     with pytest.raises(KeyboardInterrupt):
         store.commit(1.0)
+    store.close()  # the process died: its lock is gone
     again = ParameterStore.open(tier)
     assert again.step == 0 and again.losses == [] and torch.equal(again.weights("a"), torch.ones(4))
     assert not torch.equal(again._slots[("a", 1)][0], torch.ones(4))  # the new slot was written
@@ -168,7 +169,7 @@ def test_kill_between_flush_and_manifest_keeps_the_old_step(tmp_path, monkeypatc
 def test_store_capacity_and_tier_errors(tmp_path):
     with pytest.raises(ValueError, match="capacity"):
         ParameterStore.create("ram", {"a": {"x": torch.ones(100)}}, adam=AdamConfig(), capacity_bytes=1000)
-    with pytest.raises(ValueError, match="ram' or 'disk:PATH"):
+    with pytest.raises(BadInput, match="ram' or 'disk:PATH"):
         ParameterStore.create("nvme", {"a": {"x": torch.ones(1)}}, adam=AdamConfig())
     with pytest.raises(ValueError, match="no store to resume"):
         ParameterStore.open(f"disk:{tmp_path}/none")
@@ -184,10 +185,13 @@ def test_resume_refuses_another_runs_store(tmp_path):
 @pytest.mark.parametrize("kw, match", [
     (dict(batch=0), "--batch"), (dict(prefetch=-1), "--prefetch"), (dict(sparsity=1.0), "--sparsity"),
     (dict(resume=True), "--resume"), (dict(store="nvme"), "--store"),
-    (dict(device_memory_budget=0), "--device-memory-budget"),
+    (dict(device_memory_budget_bytes=0), "--device-memory-budget"),
+    (dict(precision="fp8"), "--precision"), (dict(store="disk:"), "--store"),
+    (dict(resume=True, overwrite=True, store="disk:/tmp/x"), "exclude"),
+    (dict(lr=float("nan")), "--lr"), (dict(layers=0), "--layers"),
 ])
 def test_config_rules(kw, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(BadInput, match=match):
         StreamConfig(**kw)
 
 
@@ -230,7 +234,7 @@ def test_accelerator_code_path_runs_with_stub_streams(monkeypatch):
 
     from llmbench.measure.modeling import build_model
     from llmbench.streaming import executor as exm
-    from llmbench.streaming.run import ResidentTrainer, initial_state, make_batch
+    from llmbench.streaming.trainers import ResidentTrainer, initial_groups, make_batch
 
     class Stub:
         def record_event(self):
@@ -256,14 +260,13 @@ def test_accelerator_code_path_runs_with_stub_streams(monkeypatch):
     monkeypatch.setattr(torch, "get_device_module", lambda device=None: StubModule)
     cfg = StreamConfig(model="tiny", layers=3, batch=2, seq=16)
     spec = resolve_spec(cfg)
-    init = initial_state(spec, 0)
     skel = build_model(spec, meta=True)
-    store = ParameterStore.create("ram", {g: {n: init[n] for n in ps}
-                                          for g, ps in exm.group_params(skel).items()}, adam=AdamConfig())
+    store = ParameterStore.create("ram", initial_groups(spec, 0, skel), adam=AdamConfig())
     ex = exm.StreamingExecutor(skel, store, device=torch.device("cpu"))
     monkeypatch.setattr(ex, "_accel", True)
     ex._mod, ex._side, ex._grad_stream = StubModule, Stub(), Stub()
-    res = ResidentTrainer(spec, cfg, torch.device("cpu"), init)
+    monkeypatch.setattr(ex, "_host_buffer", lambda shape: torch.empty(shape, dtype=ex.dtype))
+    res = ResidentTrainer(spec, cfg, torch.device("cpu"))
     try:
         for step in range(3):
             idx, tgt = make_batch(spec, 2, 16, 0, step)

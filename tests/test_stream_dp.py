@@ -36,3 +36,23 @@ def test_two_ranks_match_one_rank_with_doubled_batch():
     assert dp["loss"] == pytest.approx(one["loss"], rel=1e-5)
     assert dp["loss"] != pytest.approx(run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=4,
                                                               batch=2))["loss"], rel=1e-5)
+
+
+def test_sparse_data_parallel_matches_one_rank_and_reduces_only_kept_gradients():
+    """--sparsity with 2 ranks: rank 0 broadcasts the kept values and the bitmask, every rank
+    decodes the same mask (digests equal), only the kept gradients are reduced, and the losses
+    equal one rank with the doubled batch."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), "-m", "llmbench", "stream", "train", *ARGS,
+           "--batch", "2", "--sparsity", "0.5", "--check-ranks"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    dp = json.loads(r.stdout)
+    assert dp["ranks_identical"] and dp["rank_digests"][0] == dp["rank_digests"][1]
+    from llmbench.streaming.run import StreamConfig, run_train
+
+    one = run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=4, batch=4, sparsity=0.5))
+    dense = run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=1, batch=4))
+    assert dp["loss"] == pytest.approx(one["loss"], rel=1e-5)
+    assert dp["grad_bytes_out_per_step"] == one["grad_bytes_out_per_step"]
+    assert dp["grad_bytes_out_per_step"] < 0.6 * dense["grad_bytes_out_per_step"]

@@ -1,6 +1,11 @@
-"""Weight-streaming training (the Cerebras MemoryX/SwarmX execution on torch): docs/stream.md.
+"""The wafer-scale execution designs as runtimes on torch (docs/stream.md).
 
-Modules: `store` (ParameterStore), `executor` (StreamingExecutor), `comm` (SwarmComm, data
-parallel), `sparse` (sparse streaming), `run` (the train/compare loops), `cli` (commands).
-Nothing here is imported by `llmbench.cli` at start-up but `cli`, which imports no torch.
+Weight streaming (Cerebras MemoryX/SwarmX): `config` (StreamConfig, Tier; no torch), `store`
+(ParameterStore) and `storedir` (its locked, validated directory), `executor` (StreamingExecutor),
+`precision` (mixed-precision policy, loss scaling), `comm` (SwarmComm, data parallel), `sparse`
+(sparse streaming), `trainers` (streamed and resident trainers, initial weights, data), `run` (the
+train/compare loops), `memory` (host memory), `cli` (commands).
+SRAM-resident pipelined inference (seed 004): `pipeline` (stages under torchrun) and `pipeplan`
+(the per-stage memory plan; no torch).
+Nothing here is imported by `llmbench.cli` at start-up but `cli` and `config`, which import no torch.
 """

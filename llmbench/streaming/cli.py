@@ -1,38 +1,43 @@
-"""`llmbench stream train|compare`: the weight-streaming runtime's commands (docs/stream.md).
+"""`llmbench stream train|compare|infer`: the wafer-scale designs as runtimes (docs/stream.md).
 
     llmbench stream train --model tiny --batch 8 --seq 64 --steps 20 --store disk:/tmp/st --json
+    llmbench stream train --model tiny --precision bf16 --store disk:/tmp/st --overwrite
     llmbench stream compare --model tiny --width 256 --batch 8 --seq 256 --steps 6 --json
+    torchrun --nproc-per-node 2 -m llmbench stream infer --model gpt2-small --batch 4 --prompt-len 128
 
-Imports no torch at import time (llmbench.streaming.run is imported inside the commands). An
-option left out takes StreamConfig's default (declared there once).
+Options are the fields of StreamConfig / PipelineConfig (llmbench/streaming/config.py, torch-free),
+each default declared there once; the runtimes (torch) load inside the commands.
 """
 from __future__ import annotations
+
+from dataclasses import MISSING, fields
 
 from llmbench._cliutil import add_json, emit_json, float_in, int_in, table
 from llmbench.units import fmt_metric
 
-COMMON = (  # flag, type, help
-    ("model", str, "preset name or 'tiny' (4 layers, width 64, vocab 256)"),
-    ("layers", int_in(1, name="layers"), "override the number of layers"),
-    ("width", int_in(1, name="width"), "override d_model (d_ff = 4 x width)"),
-    ("heads", int_in(1, name="heads"), "override the number of heads"),
-    ("vocab", int_in(2, name="vocab"), "override the vocabulary size"),
-    ("batch", int_in(1, name="batch"), "sequences per step (per rank)"),
-    ("seq", int_in(1, name="seq"), "tokens per sequence"),
-    ("steps", int_in(1, name="steps"), "optimizer steps"),
-    ("device", str, "cpu, cuda, cuda:1, auto ..."),
-    ("prefetch", int_in(0, name="prefetch"), "layers loaded ahead of the computing one"),
-    ("lr", float_in(0.0, name="lr"), "AdamW learning rate"),
-    ("seed", int_in(0, name="seed"), "init and data seed"),
-    ("warmup_steps", int_in(0, name="warmup-steps"), "steps left out of tokens_per_s"),
-)
-TRAIN_ONLY = (
-    ("store", str, "ram | disk:PATH"),
-    ("sparsity", float_in(0.0, 0.999, name="sparsity"), "fraction of each weight matrix pruned (magnitude) and streamed sparse"),
-    ("device_memory_budget", int_in(1, name="device-memory-budget"), "bytes allowed on the device; over it: exit 2"),
-)
-FLAGS = {"resume": "continue from the disk store", "check_ranks": "data parallel: hash each rank's weights every step",
-         "recompute": "keep only block inputs on the device; recompute each block's forward in the backward"}
+#: one line of help per option (the dataclass docstrings say more)
+HELP = {
+    "model": "preset name or 'tiny' (4 layers, width 64, vocab 256)", "layers": "override n_layers",
+    "width": "override d_model (d_ff = 4 x width)", "heads": "override n_heads", "vocab": "override vocab_size",
+    "batch": "sequences per step, per rank (infer: concurrent requests)", "seq": "tokens per sequence",
+    "steps": "optimizer steps", "store": "where fp32 masters and Adam live: ram | disk:PATH",
+    "device": "cpu, cuda, cuda:1, auto ...", "precision": "fp32 | bf16 | fp16 of the streamed weights and compute "
+    "(fp32 masters and Adam in the store)", "prefetch": "layers loaded ahead of the computing one",
+    "sparsity": "fraction of each weight matrix pruned by magnitude and streamed sparse",
+    "device_memory_budget_bytes": "bytes allowed on the device; over it: exit 2",
+    "resume": "continue from the disk store", "overwrite": "replace an existing store at the --store path",
+    "recompute": "keep only block inputs on the device; recompute each block's forward in the backward",
+    "lr": "AdamW learning rate", "seed": "seed of the weights and data", "warmup_steps": "steps left out of tokens_per_s",
+    "check_ranks": "data parallel: hash each rank's weights every step",
+    "loss_scale_init": "fp16: initial dynamic loss scale", "loss_scale_growth_interval": "fp16: steps before the scale doubles",
+    "micro_batches": "micro-batches in flight (default: one per stage)", "prompt_len": "input tokens per request",
+    "gen_len": "generated tokens per request (greedy)", "stage_memory_budget_bytes": "bytes each stage may hold",
+    "balance": "layers (even split) | decode (the last stage, which runs the LM head, takes fewer layers)",
+    "warmup_runs": "untimed generations first",
+}
+FLAGS = {"device_memory_budget_bytes": "--device-memory-budget", "stage_memory_budget_bytes": "--stage-memory-budget"}
+COMPARE = ("model", "layers", "width", "heads", "vocab", "batch", "seq", "steps", "device", "precision", "prefetch",
+           "recompute", "lr", "seed", "warmup_steps", "loss_scale_init", "loss_scale_growth_interval")
 TRAIN_KEYS = ["model", "params", "world_size", "tokens_per_s", "step_time_s", "streamed_bytes_per_step",
               "streamed_fraction_of_dense", "exposed_stream_s_per_step", "optimizer_s_per_step",
               "exposed_optimizer_s_per_step", "device_weight_bytes_peak", "layer_weight_bytes",
@@ -42,33 +47,52 @@ COMPARE_KEYS = ["model", "tokens_per_step", "resident_tokens_per_s", "streamed_t
 
 
 def register(cli) -> None:
-    g = cli.group("stream", "Weight-streaming training: weights and Adam state in host RAM or on disk, "
-                            "streamed to the device layer by layer (MemoryX/SwarmX).")
-    for name, fn, opts, flags in (("train", stream_train, COMMON + TRAIN_ONLY, FLAGS),
-                                  ("compare", stream_compare, COMMON, {"recompute": FLAGS["recompute"]})):
+    from llmbench.streaming.config import PipelineConfig, StreamConfig
+
+    g = cli.group("stream", "The wafer-scale designs as runtimes: weight-streaming training (weights and Adam "
+                            "state in RAM or on disk, streamed layer by layer) and SRAM-resident pipelined inference.")
+    for name, fn, cls, names in (("train", stream_train, StreamConfig, None),
+                                 ("compare", stream_compare, StreamConfig, COMPARE),
+                                 ("infer", stream_infer, PipelineConfig, None)):
         p = g.command(name, fn)
-        for dest, typ, text in opts:
-            p.add_argument(f"--{dest.replace('_', '-')}", dest=dest, type=typ, default=None,
-                           help=text + " (default: StreamConfig's)")
-        for dest, text in flags.items():
-            p.add_argument(f"--{dest.replace('_', '-')}", dest=dest, action="store_true", default=None, help=text)
+        p.set_defaults(_config=cls, _names=names)
+        _options(p, cls, names)
         p.add_argument("--db", help="also record the result in this results database (SQLite)")
         add_json(p)
 
 
-def _config(a, opts, flags):
-    from llmbench.streaming.run import StreamConfig
+def _options(p, cls, names) -> None:
+    """One option per dataclass field, typed by its default; the default itself stays in the
+    dataclass (an option left out is not passed)."""
+    for f in fields(cls):
+        if names is not None and f.name not in names:
+            continue
+        default = f.default if f.default is not MISSING else None
+        flag = FLAGS.get(f.name, "--" + f.name.replace("_", "-"))
+        text = HELP.get(f.name, f.name) + ("" if default is None or isinstance(default, bool) else f" (default {default})")
+        if isinstance(default, bool):
+            p.add_argument(flag, dest=f.name, action="store_true", default=None, help=text)
+            continue
+        typ = {int: int_in(0 if f.name in ("prefetch", "seed", "warmup_steps", "warmup_runs") else 1, name=f.name),
+               float: float_in(0.0, name=f.name)}.get(type(default), str)
+        if f.name in ("layers", "width", "heads", "vocab", "micro_batches") or f.name.endswith("_bytes"):
+            typ = int_in(1, name=f.name)
+        p.add_argument(flag, dest=f.name, type=typ, default=None, help=text)
 
-    given = {k: getattr(a, k) for k, _, _ in opts}
-    given.update({k: getattr(a, k) for k in flags})
-    return StreamConfig(**{k: v for k, v in given.items() if v is not None})
+
+def _config(a):
+    names = [f.name for f in fields(a._config) if a._names is None or f.name in a._names]
+    return a._config(**{k: getattr(a, k) for k in names if getattr(a, k) is not None})
 
 
 def stream_train(a) -> None:
-    """Train with weights and Adam state in a ParameterStore, streamed layer by layer."""
+    """Train with fp32 masters and Adam state in a ParameterStore, streamed layer by layer."""
     from llmbench.streaming.run import record, run_train
 
-    cfg = _config(a, COMMON + TRAIN_ONLY, FLAGS)
+    cfg = _config(a)
+    if a.db:
+        from llmbench.results.safe import check_writable
+        check_writable(a.db)  # before the work, not after it
     out = run_train(cfg)
     if out["rank"] != 0:
         return
@@ -81,10 +105,13 @@ def stream_train(a) -> None:
 
 
 def stream_compare(a) -> None:
-    """Train the same model resident and streamed (same seed and data, steps alternating)."""
+    """Train the same model resident, then streamed, from the same initial state and data."""
     from llmbench.streaming.run import record, run_compare
 
-    cfg = _config(a, COMMON, ("recompute",))
+    cfg = _config(a)
+    if a.db:
+        from llmbench.results.safe import check_writable
+        check_writable(a.db)
     out = run_compare(cfg)
     if a.db:
         out["result_key"] = record(a.db, "stream_compare", cfg, out)
@@ -93,6 +120,28 @@ def stream_compare(a) -> None:
     _print(out, "stream compare", COMPARE_KEYS)
 
 
+def stream_infer(a) -> None:
+    """Pipelined inference under torchrun: one stage per process, its layers' weights and KV cache
+    resident, requests micro-batched so every stage works every step (seed 004's wafer pipeline)."""
+    from llmbench.streaming.pipeline import record, run_pipeline
+
+    cfg = _config(a)
+    if a.db:
+        from llmbench.results.safe import check_writable
+        check_writable(a.db)
+    out = run_pipeline(cfg)
+    if out["rank"] != 0:
+        return
+    if a.db:
+        out["result_keys"] = record(a.db, cfg, out)
+    if a.json:
+        return emit_json(out)
+    keys = [k for k in ("model", "stages", "batch", "micro_batches", "time_to_first_token_s",
+                        "decode_tokens_per_s_per_seq", "decode_tokens_per_s", "max_batch_x_context")
+            if k in out]
+    _print(out, "stream infer (pipelined)", keys)
+
+
 def _print(out: dict, title: str, keys: list[str]) -> None:
     table(title, ("key", "value"), [(k, fmt_metric(k, out[k]) if not isinstance(out[k], int) else f"{out[k]:,}")
-                                     for k in keys], right=("value",))
+                                     for k in keys if k in out], right=("value",))

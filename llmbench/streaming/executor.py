@@ -18,6 +18,12 @@ may live on the meta device (no memory). One step:
             and the store-side AdamW of block i runs on a worker thread while block i-1's backward
             computes. The last block stays resident across the turn.
 
+Mixed precision (`precision="bf16"|"fp16"`): the store keeps fp32 masters and moments; the loader
+casts each layer to the compute dtype on the store side, so the link and the device carry 2 bytes
+per weight; the gradient of that copy goes back in the compute dtype (one rank) or is upcast to
+fp32 before the data-parallel reduction, and the store upcasts, unscales (fp16: the loss was
+multiplied by the store's loss scale) and checks it before AdamW (precision.py).
+
 A loader thread runs the schedule `prefetch` layers ahead (on an accelerator it copies from pinned
 host memory on a side stream; on CPU the background thread itself copies). No recomputation: the
 forward's activations are kept, so the streamed step does the resident step's FLOPs exactly;
@@ -36,7 +42,12 @@ from torch import nn
 from torch.func import functional_call
 
 from llmbench.streaming import sparse as sp
+from llmbench.streaming.precision import ELEMENT_BYTES, needs_loss_scale
 from llmbench.streaming.store import ParameterStore
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+MAX_PENDING_UPDATES = 2
+"""gradients queued for the store-side optimizer before the backward waits"""
 
 
 def group_params(model: nn.Module) -> dict[str, dict[str, nn.Parameter]]:
@@ -81,10 +92,13 @@ class StreamingExecutor:
 
     def __init__(self, model: nn.Module, store: ParameterStore | None, *, device: torch.device,
                  prefetch: int = 1, comm=None, budget_bytes: int | None = None,
-                 record_digests: bool = False, recompute: bool = False):
+                 record_digests: bool = False, recompute: bool = False, precision: str = "fp32"):
         if prefetch < 0:
             raise ValueError(f"--prefetch must be >= 0, got {prefetch}")
         self.model, self.store, self.device, self.prefetch, self.comm = model, store, device, prefetch, comm
+        self.dtype = DTYPES[precision]
+        self.elsize = ELEMENT_BYTES[precision]
+        self.scaled = needs_loss_scale(precision)
         self.owner = comm is None or comm.rank == 0
         if self.owner and store is None:
             raise ValueError("the store owner (rank 0) needs a ParameterStore")
@@ -126,19 +140,27 @@ class StreamingExecutor:
             self._local[key] = {ln: glob[id(p)] for ln, p in mod.named_parameters(remove_duplicate=False)}
 
     def _sparse_setup(self) -> None:
+        """Rank 0's store holds the masks; with data parallel the other ranks learn how many
+        weights each masked group keeps (the size of its broadcast), then get the masks with
+        every broadcast."""
         self._mask_dev: dict[str, torch.Tensor] = {}
         self._bits: dict[str, torch.Tensor] = {}
-        masks = {g: self.store.mask(g) if self.store is not None else None for g in self.groups}
-        if self.comm is not None and any(m is not None for m in masks.values()):
-            raise ValueError("--sparsity with data parallel is not supported (the broadcast is dense)")
+        self._n_kept: dict[str, int] = {}
+        masks = {g: self.store.mask(g) for g in self.groups} if self.owner else {}
         for g, m in masks.items():
             if m is not None:
                 self._bits[g] = sp.pack_bits(m)
                 self._mask_dev[g] = m.to(self.device)
+                self._n_kept[g] = int(m.sum())
+        if self.comm is not None:
+            self._n_kept = self.comm.gather_objects(self._n_kept)[0]
+            for g in self._n_kept:
+                self._bits.setdefault(g, torch.zeros((self.numel[g] + 7) // 8, dtype=torch.uint8))
 
     def reset_stats(self) -> None:
         self.stats = {"weight_bytes_in": 0, "grad_bytes_out": 0, "stream_wait_s": 0.0,
-                      "optimizer_wait_s": 0.0, "optimizer_busy_s": 0.0, "steps": 0}
+                      "optimizer_wait_s": 0.0, "optimizer_busy_s": 0.0, "steps": 0,
+                      "skipped_steps": 0}
         self.digests: list[str] = []
 
     # ------------------------------------------------------------ the loader (store -> device)
@@ -173,13 +195,13 @@ class StreamingExecutor:
         n = self.numel[group]
         fresh = flat is None
         if fresh:
-            flat = torch.empty(n, dtype=torch.float32, device=self.device)
+            flat = torch.empty(n, dtype=self.dtype, device=self.device)
         else:
-            flat.untyped_storage().resize_(n * 4)
-        self.account.add(weight=n * 4)
+            flat.untyped_storage().resize_(n * self.elsize)
+        self.account.add(weight=n * self.elsize)
         # fill through an alias: the same storage, its own version counter, so the autograd graph
         # that saved views of `flat` in the forward accepts the re-streamed weights
-        alias = torch.empty(0, dtype=torch.float32, device=self.device).set_(
+        alias = torch.empty(0, dtype=self.dtype, device=self.device).set_(
             flat.untyped_storage(), 0, (n,), (1,))
         self._fill(group, alias)
         if fresh:
@@ -187,28 +209,50 @@ class StreamingExecutor:
         return flat
 
     def _fill(self, group: str, alias: torch.Tensor) -> None:
-        """Copy the committed weights into `alias` (rank 0), then broadcast them (data parallel)."""
-        bits = self._bits.get(group)
+        """Copy the committed weights into `alias` in the compute dtype (rank 0), then broadcast
+        them (data parallel). The fp32 -> bf16/fp16 cast happens on the store side, so the link
+        carries 2 bytes per weight."""
+        if group in self._bits:
+            return self._fill_sparse(group, alias)
         if self.owner:
-            src = self.store.weights(group)
-            if bits is not None:
-                values, bits = sp.encode(src, self.store.mask(group), bits)
-                self.stats["weight_bytes_in"] += sp.payload_bytes(values, bits)
-                dev_vals = values.to(self.device, non_blocking=True) if self._accel else values.clone()
-                dev_bits = bits.to(self.device, non_blocking=True) if self._accel else bits.clone()
-                sp.decode_into(alias, dev_vals, dev_bits)
-            else:
-                self.stats["weight_bytes_in"] += src.numel() * 4
-                if self._accel and not src.is_pinned():
-                    src = src.pin_memory()
-                alias.copy_(src, non_blocking=self._accel)
+            src = self._host(self.store.weights(group))
+            self.stats["weight_bytes_in"] += src.numel() * self.elsize
+            alias.copy_(src, non_blocking=self._accel)
+            self.store.release(group)  # after the copy: `src` may be the mapped store itself
         if self.comm is not None:
             self.comm.broadcast(alias)
             if not self.owner:
-                self.stats["weight_bytes_in"] += self._wire_bytes(group)
+                self.stats["weight_bytes_in"] += alias.numel() * self.elsize
 
-    def _wire_bytes(self, group: str) -> int:
-        return self.numel[group] * 4
+    def _host(self, src: torch.Tensor) -> torch.Tensor:
+        """What crosses the link: `src` in the compute dtype, in pinned memory on an accelerator."""
+        if src.dtype == self.dtype and (not self._accel or src.is_pinned()):
+            return src
+        return self._host_buffer(src.shape).copy_(src)
+
+    def _host_buffer(self, shape) -> torch.Tensor:
+        """A host buffer in the compute dtype: pinned on an accelerator (torch's caching host
+        allocator reuses the blocks once their copies are done)."""
+        return torch.empty(shape, dtype=self.dtype, pin_memory=self._accel)
+
+    def _fill_sparse(self, group: str, alias: torch.Tensor) -> None:
+        """Sparse: the kept values and the bitmask cross the link (and the broadcast: every rank
+        decodes rank 0's mask, so the masks are identical on all ranks); the device rebuilds the
+        dense layer and keeps the mask to select the kept gradients."""
+        if self.owner:
+            values, bits = sp.encode(self.store.weights(group), self.store.mask(group), self._bits[group])
+            values = self._host(values)
+            self.store.release(group)
+            vals = values.to(self.device, non_blocking=True) if self._accel else values.clone()
+            bits = bits.to(self.device, non_blocking=True) if self._accel else bits.clone()
+        else:
+            vals = torch.empty(self._n_kept[group], dtype=self.dtype, device=self.device)
+            bits = torch.empty_like(self._bits[group], device=self.device)
+        if self.comm is not None:
+            self.comm.broadcast(vals)
+            self.comm.broadcast(bits)
+        self.stats["weight_bytes_in"] += vals.numel() * self.elsize + bits.numel()
+        self._mask_dev[group] = sp.decode_into(alias, vals, bits)
 
     def _take(self, group: str) -> torch.Tensor:
         t0 = time.perf_counter()
@@ -228,7 +272,7 @@ class StreamingExecutor:
 
     def _free_weights(self, group: str, flat: torch.Tensor) -> None:
         flat.untyped_storage().resize_(0)
-        self.account.add(weight=-self.numel[group] * 4)
+        self.account.add(weight=-self.numel[group] * self.elsize)
         if group != "ends":
             self._permits.release()
 
@@ -248,8 +292,8 @@ class StreamingExecutor:
         flat.grad = None
         mask = self._mask_dev.get(group)
         payload = grad[mask] if mask is not None else grad
-        if self.comm is not None:  # reduce on the device (NCCL needs device tensors), then copy
-            payload = self.comm.reduce_mean(payload)
+        if self.comm is not None:  # an fp32 sum, on the device (NCCL needs device tensors)
+            payload = self.comm.reduce_mean(payload.float())
         event = None
         if self._accel and self.owner:
             compute = self._mod.current_stream(self.device)
@@ -258,10 +302,20 @@ class StreamingExecutor:
                 payload.record_stream(self._grad_stream)
                 payload = payload.to("cpu", non_blocking=True)
                 event = self._grad_stream.record_event()
-        self.stats["grad_bytes_out"] += payload.numel() * 4
-        self.account.add(grad=-grad.numel() * 4)
+        self.stats["grad_bytes_out"] += payload.numel() * payload.element_size()
+        self.account.add(grad=-grad.numel() * self.elsize)
         if self.owner:
+            self._backpressure()
             self._futures.append(self._opt.submit(self._update, group, payload, event))
+
+    def _backpressure(self) -> None:
+        """At most MAX_PENDING_UPDATES gradients wait for the store-side optimizer: when the store
+        is slower than the backward (a disk tier), the backward waits (counted as exposed optimizer
+        time) instead of queueing every layer's gradient in host memory."""
+        t0 = time.perf_counter()
+        while sum(not f.done() for f in self._futures) >= MAX_PENDING_UPDATES:
+            next(f for f in self._futures if not f.done()).result()
+        self.stats["optimizer_wait_s"] += time.perf_counter() - t0
 
     def _update(self, group: str, payload: torch.Tensor, event) -> None:
         t0 = time.perf_counter()
@@ -272,7 +326,8 @@ class StreamingExecutor:
             dense = torch.zeros(self.numel[group], dtype=torch.float32)
             dense[mask] = payload.cpu()
             payload = dense
-        self.store.update(group, payload.cpu())
+        self.store.update(group, payload.cpu())  # upcast to fp32 (and unscaled) there
+        self.store.release(group)
         self.stats["optimizer_busy_s"] += time.perf_counter() - t0  # one worker: no race
 
     # ------------------------------------------------------------ one step
@@ -284,6 +339,7 @@ class StreamingExecutor:
                 [(f"block.{i}", "bwd") for i in range(L - 2, -1, -1)]:
             self._work.put(item)
         m = self.model
+        scale = self._loss_scale()
         ends = self._take("ends")
         x0 = functional_call(m.embedding, self._views("embed", {"ends": ends}), (idx,))
         x, acts = x0.detach(), []
@@ -302,7 +358,8 @@ class StreamingExecutor:
         logits = functional_call(m.head_module, self._views("head", {"ends": ends}), (h,))
         loss = m.loss(logits, targets)
         del logits
-        self._backward(loss, ends, grad_bytes=self.numel["ends"] * 4)
+        self._backward(loss * scale if scale is not None else loss, ends,
+                       grad_bytes=self.numel["ends"] * self.elsize)
         grad = h.grad
         for i in range(L - 1, -1, -1):
             g = f"block.{i}"
@@ -312,7 +369,7 @@ class StreamingExecutor:
             if self.recompute:  # rebuild the block's graph from its input, with the re-streamed weights
                 x_in.requires_grad_(True)
                 out = functional_call(m.blocks[i], self._views(g, {g: flat}), (x_in,))
-            self._backward(out, flat, grad, grad_bytes=self.numel[g] * 4)
+            self._backward(out, flat, grad, grad_bytes=self.numel[g] * self.elsize)
             grad = x_in.grad
             self._grad_out(g, flat)
             self._free_weights(g, flat)
@@ -320,6 +377,13 @@ class StreamingExecutor:
         self._grad_out("ends", ends)
         self._free_weights("ends", ends)
         return self._finish_step(loss.detach())
+
+    def _loss_scale(self) -> float | None:
+        """fp16: this step's loss scale, rank 0's (its store keeps the scaler), on every rank."""
+        if not self.scaled:
+            return None
+        scale = self.store.loss_scale.scale if self.owner else None
+        return self.comm.gather_objects(scale)[0] if self.comm is not None else scale
 
     def _block_forward(self, i: int, flat: torch.Tensor, x: torch.Tensor):
         """Block i's forward on its own leaf input; with recompute, no graph is kept (the device
@@ -344,8 +408,8 @@ class StreamingExecutor:
             f.result()
         self._futures.clear()
         self.stats["optimizer_wait_s"] += time.perf_counter() - t0
-        if self.owner:
-            self.store.commit(value)
+        if self.owner and not self.store.finish(value):
+            self.stats["skipped_steps"] += 1
         if self.comm is not None:
             self.comm.barrier()
         self.stats["steps"] += 1
@@ -355,7 +419,8 @@ class StreamingExecutor:
     def _digest(self, flat: torch.Tensor) -> None:
         import hashlib
 
-        self.digests.append(hashlib.sha1(flat.detach().cpu().clone().numpy().tobytes()).hexdigest()[:16])
+        raw = flat.detach().cpu().clone().view(torch.uint8).numpy().tobytes()  # clone: numpy pins storage
+        self.digests.append(hashlib.sha1(raw).hexdigest()[:16])
 
     def close(self) -> None:
         """Stop the loader (also when a step failed half-way and it waits for a permit or a

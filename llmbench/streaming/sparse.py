@@ -5,7 +5,9 @@ plus the mask as a bitmask (1 bit per weight, `ceil(n / 8)` bytes). At sparsity 
 matrix costs (1 - s) * 4 + 1/8 bytes per weight instead of 4: at s = 0.9, 13.1% of dense. A
 bitmask beats int32 indices (0.8 bytes/weight at s = 0.9, 20%) and uint16 deltas (0.6, 15%) for
 every s below 0.97. Norm gains and biases stay dense (they are not masked). Gradients flow back as
-the kept values only (the store knows the mask), so they cost (1 - s) * 4 bytes per weight.
+the kept values only (the store knows the mask), so they cost (1 - s) * 4 bytes per weight
+(half that in bf16/fp16). Data parallel: rank 0 broadcasts the values and the bitmask, every rank
+decodes the same mask, and only the kept gradients are reduced.
 """
 from __future__ import annotations
 
@@ -54,11 +56,13 @@ def encode(weights: torch.Tensor, mask: torch.Tensor, bits: torch.Tensor) -> tup
     return weights[mask], bits
 
 
-def decode_into(out: torch.Tensor, values: torch.Tensor, bits: torch.Tensor) -> None:
-    """Device side: write the dense weights into `out` (flat) from (values, bitmask)."""
+def decode_into(out: torch.Tensor, values: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
+    """Device side: write the dense weights into `out` (flat) from (values, bitmask); returns
+    the bool mask (the device keeps it to select the kept gradients)."""
     mask = unpack_bits(bits, out.numel())
     out.zero_()
     out[mask] = values
+    return mask
 
 
 def payload_bytes(values: torch.Tensor, bits: torch.Tensor) -> int:
