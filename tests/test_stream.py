@@ -212,15 +212,22 @@ def test_cli_json_keys(capsys, tmp_path):
           "--steps", "2", "--json", "--db", str(tmp_path / "r.db")])
     out = json.loads(capsys.readouterr().out)
     with ResultsDB(tmp_path / "r.db") as db:
-        row = db.get(out["result_key"])
-    assert row["metrics"]["tokens_per_s"] == out["tokens_per_s"] and row["metrics"]["loss"] == out["loss"]
+        (row,) = [db.get(k) for k in out["result_keys"]]
+    assert row["metrics"]["tokens_per_s"] == out["tokens_per_s"]
+    assert (row["metrics"]["loss_first"], row["metrics"]["loss_last"]) == (out["loss"][0], out["loss"][-1])
+    assert row["point"]["layout"]["mode"] == "weight_streaming" and row["workload_id"]
     for key in ("tokens_per_s", "loss", "streamed_bytes_per_step", "exposed_stream_s_per_step",
                 "device_weight_bytes_peak", "store_bytes"):
         assert key in out
     assert len(out["loss"]) == 2 and out["tokens_per_s"] > 0
     main(["stream", "compare", "--model", "tiny", "--layers", "2", "--batch", "2", "--seq", "16",
-          "--steps", "2", "--json"])
+          "--steps", "2", "--json", "--db", str(tmp_path / "c.db")])
     out = json.loads(capsys.readouterr().out)
+    with ResultsDB(tmp_path / "c.db") as db:
+        streamed, resident = [db.get(k) for k in out["result_keys"]]
+    assert streamed["metrics"]["tokens_per_s"] == out["streamed_tokens_per_s"]
+    assert resident["metrics"]["tokens_per_s"] == out["resident_tokens_per_s"]
+    assert resident["point"]["layout"]["mode"] is None and streamed["workload_id"] != resident["workload_id"]
     for key in ("resident_tokens_per_s", "streamed_tokens_per_s", "ratio", "max_rel_loss_diff",
                 "device_weight_bytes_peak", "layer_weight_bytes"):
         assert key in out

@@ -97,7 +97,7 @@ def stream_train(a) -> None:
     if out["rank"] != 0:
         return
     if a.db:
-        out["result_key"] = record(a.db, "stream_train", cfg, out)
+        out["result_keys"] = record(a.db, cfg, out)
     if a.json:
         return emit_json(out)
     _print(out, "stream train", TRAIN_KEYS)
@@ -114,7 +114,7 @@ def stream_compare(a) -> None:
         check_writable(a.db)
     out = run_compare(cfg)
     if a.db:
-        out["result_key"] = record(a.db, "stream_compare", cfg, out)
+        out["result_keys"] = record(a.db, cfg, out)
     if a.json:
         return emit_json(out)
     _print(out, "stream compare", COMPARE_KEYS)

@@ -208,19 +208,46 @@ def _compare_metrics(spec, cfg, device, st, resident, streamed) -> dict:
     }
 
 
-def record(db_path: str, suite: str, cfg: StreamConfig, out: dict) -> str:
-    """Store a stream result as a `measured` point in the results database (llmbench.results)."""
+def workload_of(cfg: StreamConfig, out: dict, *, streamed: bool = True):
+    """The run as a Workload (llmbench.point): train on this machine's hardware, global batch over
+    the ranks, mode weight_streaming (streamed) or the plain resident layout (the compare's baseline)."""
     from llmbench.measure import device as dev
-    from llmbench.results.store import ResultsDB
+    from llmbench.point import Layout, Workload, hardware_for_device
+    from llmbench.streaming.config import workload_model
 
     device = dev.resolve(out["device"])
-    point = {"suite": suite, "model": out["model"], "hardware": dev.profile_name(device),
-             "n_layers": out["n_layers"], "d_model": out["d_model"], "batch": cfg.batch,
-             "seq": cfg.seq, "precision": cfg.precision, "mode": "weight_streaming",
-             "prefetch": cfg.prefetch, "recompute": cfg.recompute, "sparsity": cfg.sparsity,
-             "store": cfg.store.kind, "world_size": out.get("world_size", 1)}
-    metrics = {k: v for k, v in out.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in point}
-    metrics["loss"] = out.get("loss") or out.get("streamed_loss")
+    model, resize = workload_model(cfg)
+    world = int(out.get("world_size", 1))
+    layout = Layout(mode="weight_streaming" if streamed else None,
+                    recompute="full" if cfg.recompute else None)
+    return Workload(suite="train", model=model, resize=resize,
+                    hardware=hardware_for_device(device.type, dev.device_name(device)),
+                    precision=cfg.precision, devices=world, batch=cfg.batch * world,
+                    seq_len=cfg.seq, sparsity=cfg.sparsity, layout=layout)
+
+
+def _metrics(out: dict, prefix: str = "") -> dict:
+    """The METRICS of one trainer's side of a run (`prefix` streamed_/resident_ in a compare)."""
+    loss = out.get(prefix + "loss") or []
+    step = out.get(prefix + "step_time_s", out.get(prefix + "step_s"))
+    m = {"tokens_per_s": out.get(prefix + "tokens_per_s"), "step_time_s": step,
+         "loss_first": loss[0] if loss else None, "loss_last": loss[-1] if loss else None}
+    if not prefix:
+        m["warmup_s"] = out.get("warmup_s")
+    return {k: v for k, v in m.items() if v is not None}
+
+
+def record(db_path: str, cfg: StreamConfig, out: dict, *, study: str | None = None) -> list[str]:
+    """Store a `stream train` run (one row, mode weight_streaming) or a `stream compare` (two rows:
+    the streamed run and its resident baseline, each its own Workload) as `measured` results in the
+    results database; everything that is not a METRIC goes to environment["info"]. Returns the keys."""
+    from llmbench.measure import device as dev
+    from llmbench.point import METRICS
+    from llmbench.results.store import ResultsDB
+
+    env = {**dev.collect_environment(dev.resolve(out["device"])),
+           "info": {k: v for k, v in out.items() if k not in METRICS}}
+    sides = ([(True, "streamed_"), (False, "resident_")] if "resident_loss" in out else [(True, "")])
     with ResultsDB(db_path) as db:
-        return db.record(point, metrics=metrics, environment=dev.collect_environment(device))
+        return [db.record(workload_of(cfg, out, streamed=s), metrics=_metrics(out, prefix),
+                          environment=env, study=study) for s, prefix in sides]
