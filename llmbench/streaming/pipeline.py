@@ -196,7 +196,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
     plans = plan_stages(spec, stages=world, micro_batch=cfg.batch // M, micro_batches=M,
                         context=context, precision=cfg.precision, prompt_len=cfg.prompt_len,
                         balance=cfg.balance)
-    check_fits(plans, cfg.stage_memory_budget_bytes)
+    check_fits(plans, *_stage_budget(cfg, device, world))  # before anything is allocated
     stage = Stage(spec, cfg, rank, world, device)
     b = cfg.batch // M
     caches = [[_cache(spec, b, context, device, cfg.precision) for _ in stage.layers] for _ in range(M)]

@@ -119,14 +119,16 @@ def max_batch_x_context(plans: list[StagePlan], budget_bytes: int) -> int:
     return int(best)
 
 
-def check_fits(plans: list[StagePlan], budget_bytes: int | None) -> None:
-    """BadInput naming the first stage over the budget, before anything is allocated."""
-    if budget_bytes is None:
+def check_fits(plans: list[StagePlan], budget_bytes: int | None,
+               source: str = "--stage-memory-budget") -> None:
+    """BadInput naming the first stage over the budget (`source` says where it came from), before
+    anything is allocated; no budget (None, or 0 where the machine's memory is unknown): no check."""
+    if not budget_bytes:
         return
     for p in plans:
         if p.total_bytes > budget_bytes:
             raise BadInput(f"does not fit: stage {p.rank} needs {p.total_bytes:,} bytes (weights "
                            f"{p.weight_bytes:,}, KV cache {p.kv_cache_bytes:,}, activations "
-                           f"{p.activation_bytes:,}), over --stage-memory-budget {budget_bytes:,}; "
+                           f"{p.activation_bytes:,}), over {source} {budget_bytes:,}; "
                            f"it holds at most {max_batch_x_context([p], budget_bytes):,} tokens of "
                            "batch x context: lower --batch, --prompt-len or --gen-len, or add stages")
