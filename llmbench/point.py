@@ -252,14 +252,14 @@ class Workload:
             raise BadInput(f"per-replica batch {per_replica} does not split into {ga} micro-steps")
         return per_replica // ga, ga
 
-    def spec(self):
-        """The ModelSpec this workload runs: preset or HF config, resized, head, and learned
-        positions extended when seq_len is longer than the preset's table (seed 002 Table III
-        extends GPT-2 XL's positions to 8K)."""
+    def spec(self, base=None):
+        """The ModelSpec this workload runs: preset or HF config (or `base`, a ModelSpec given as
+        an object: llmbench.api), resized, head, and learned positions extended when seq_len is
+        longer than the preset's table (seed 002 Table III extends GPT-2 XL's positions to 8K)."""
         from llmbench.models import get_model
         from llmbench.models.spec import resize
 
-        spec = get_model(self.model)
+        spec = get_model(self.model) if base is None else base
         changes = dict(self.resize)
         if self.seq_len + self.gen_len > changes.get("max_seq_len", spec.max_seq_len):
             changes["max_seq_len"] = self.seq_len + self.gen_len

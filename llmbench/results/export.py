@@ -1,4 +1,5 @@
-"""Export results: CSV (point fields and metrics flattened to columns), JSON, Parquet (pyarrow).
+"""Export results: CSV (point fields and metrics flattened to columns), JSON, Parquet (pyarrow),
+a pandas DataFrame (the CSV's columns: ResultsDB.to_dataframe).
 
     llmbench results export --format csv -o results.csv
     llmbench results export --format parquet -o results.parquet --study transformer-block
@@ -10,6 +11,7 @@ import io
 import json
 from pathlib import Path
 
+from llmbench.errors import BadInput
 from llmbench.results.store import canonical_json
 
 FORMATS = ("csv", "json", "parquet")
@@ -74,6 +76,18 @@ def to_parquet(rows: list[dict], path: str | Path) -> None:
     columns, flat = flatten(rows)
     arrays = {c: _arrow_column(pa, [r[c] for r in flat]) for c in columns}
     pq.write_table(pa.table(arrays), str(path))
+
+
+def to_dataframe(rows: list[dict]):
+    """A pandas DataFrame of `rows`, one row per result, the columns of the CSV export (flatten):
+    the fixed columns, every point field, every metric; nested values as JSON text."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise BadInput("to_dataframe needs pandas: pip install pandas (or use to_csv / "
+                       "`llmbench results export --format csv`)") from None
+    columns, flat = flatten(rows)
+    return pd.DataFrame.from_records(flat, columns=columns)
 
 
 def _arrow_column(pa, values: list):
