@@ -16,7 +16,6 @@ default (measure: no sharding, no recompute).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
@@ -284,10 +283,14 @@ class Workload:
     def id(self) -> str:
         """sha256 of the workload alone: measured, predicted and published results of one workload
         share it (the results store keys a row by this id and its source)."""
+        import hashlib  # here: its OpenSSL load is ~4 ms of every CLI start-up (issue 9)
+
         return hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
 
     def key(self, source: str) -> str:
         """The results-store key of this workload's result from `source`."""
+        import hashlib
+
         return hashlib.sha256(f"{self.id()}:{source}".encode()).hexdigest()
 
     @classmethod
