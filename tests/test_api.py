@@ -161,3 +161,13 @@ def test_import_llmbench_is_cheap():
     assert "predict_train" in dir(lb) and "results" in dir(lb)
     with pytest.raises(AttributeError):
         lb.no_such_name  # noqa: B018
+
+
+def test_results_open_exports_as_the_cli_does(tmp_path):
+    from llmbench.results.export import to_csv
+
+    path = tmp_path / "r.db"
+    _db_with_rows(path)
+    db = lb.results.open(path)
+    assert db.to_csv(source="measured") == to_csv(db.query(source="measured"))
+    assert len(json.loads(db.to_json())) == 2

@@ -20,10 +20,11 @@ def __getattr__(name):  # lazy: `llmbench.results.cli` loads at CLI start-up wit
 
 def open(path=None, *, readonly: bool = True):  # noqa: A001 - lb.results.open(db), as the API reads
     """The results database at `path` (else $LLMBENCH_DB, else ./llmbench-results.db) as a
-    ResultsDB: read-only by default (a missing file is an error); readonly=False creates it."""
-    from llmbench.results.store import ResultsDB
+    ResultsDB with its exports as methods (export.ResultsTable: to_dataframe, to_csv, to_json):
+    read-only by default (a missing file is an error); readonly=False creates it."""
+    from llmbench.results.export import ResultsTable
 
-    return ResultsDB(path, readonly=readonly)
+    return ResultsTable(path, readonly=readonly)
 
 
 def record_published(db, path=None):

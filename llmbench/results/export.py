@@ -1,5 +1,9 @@
 """Export results: CSV (point fields and metrics flattened to columns), JSON, Parquet (pyarrow),
-a pandas DataFrame (the CSV's columns: ResultsDB.to_dataframe).
+a pandas DataFrame (the CSV's columns); `ResultsTable` (what llmbench.results.open returns) has
+them as methods:
+
+    import llmbench as lb
+    lb.results.open("runs.db").to_dataframe(source="measured")
 
     llmbench results export --format csv -o results.csv
     llmbench results export --format parquet -o results.parquet --study transformer-block
@@ -12,7 +16,7 @@ import json
 from pathlib import Path
 
 from llmbench.errors import BadInput
-from llmbench.results.store import canonical_json
+from llmbench.results.store import ResultsDB, canonical_json
 
 FORMATS = ("csv", "json", "parquet")
 FIXED = ("key", "study", "source", "suite", "model", "hardware", "status", "error", "created_at",
@@ -88,6 +92,21 @@ def to_dataframe(rows: list[dict]):
                        "`llmbench results export --format csv`)") from None
     columns, flat = flatten(rows)
     return pd.DataFrame.from_records(flat, columns=columns)
+
+
+class ResultsTable(ResultsDB):
+    """A ResultsDB with its exports as methods, each over `query(**filters)` (study, source, suite,
+    model, hardware, status, workload_id)."""
+
+    def to_dataframe(self, **filters):
+        """A pandas DataFrame, one row per result (pandas optional: BadInput saying so)."""
+        return to_dataframe(self.query(**filters))
+
+    def to_csv(self, **filters) -> str:
+        return to_csv(self.query(**filters))
+
+    def to_json(self, **filters) -> str:
+        return to_json(self.query(**filters))
 
 
 def _arrow_column(pa, values: list):

@@ -436,13 +436,6 @@ class ResultsDB:
         sql += " ORDER BY r.created_at, r.key"
         return [self._decode(r) for r in self._con.execute(sql, args).fetchall()]
 
-    def to_dataframe(self, **filters):
-        """The rows `query(**filters)` returns as a pandas DataFrame, one row per result, the
-        columns of the CSV export (pandas is optional: BadInput saying so when it is absent)."""
-        from llmbench.results.export import to_dataframe
-
-        return to_dataframe(self.query(**filters))
-
     @_guarded
     def studies(self) -> dict[str, int]:
         """Study name -> number of linked points."""
