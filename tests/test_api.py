@@ -57,6 +57,8 @@ def test_predict_train_is_the_cli_prediction():
                      "--seq", "1024", "--devices", "8", "--precision", "bf16"])
     assert json.loads(json.dumps(p.to_dict(), default=str)) == cli
     assert p.workload.layout.tp is not None and p.fits  # the planner chose the layout
+    w = lb.Workload(model="gpt2-xl", hardware="h100-sxm", batch=64, seq_len=1024, devices=8, precision="bf16")
+    assert lb.predict(w) == p
 
 
 def test_predict_infer_and_plan_are_the_cli_results():
