@@ -173,3 +173,16 @@ def test_results_open_exports_as_the_cli_does(tmp_path):
     db = lb.results.open(path)
     assert db.to_csv(source="measured") == to_csv(db.query(source="measured"))
     assert len(json.loads(db.to_json())) == 2
+
+
+def test_predict_start_up_parses_one_hardware_and_one_model_file():
+    """Issue 9: `llmbench predict train` of catalog names parses h100-sxm.toml and gpt2.toml only,
+    not the catalogs, and imports no numpy, rich or sqlite3 (benchmarks/predict_speed.py times it)."""
+    code = ("import sys, io, contextlib; from llmbench.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main('predict train --model gpt2-xl --hardware h100-sxm --batch 64 --seq 1024'.split())\n"
+            "hw, pr = sys.modules['llmbench.hardware.spec'], sys.modules['llmbench.models.presets']\n"
+            "print(hw._shipped.cache_info().currsize, pr.presets.cache_info().currsize, "
+            "[m for m in ('numpy', 'rich', 'sqlite3', 'torch') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.split() == ["0", "0", "[]"]
