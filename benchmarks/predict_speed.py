@@ -1,7 +1,7 @@
 """Wall time of `llmbench --help` and of one `llmbench predict` call, interpreter start-up
 included (goal <= 0.15 s each).
 
-    .venv/bin/python benchmarks/predict_speed.py [--reps 7]
+    .venv/bin/python benchmarks/predict_speed.py [--reps 7] [--against ../main]
 
 Side by side in one run: `python -c pass` (the interpreter alone), `llmbench --help` (the whole
 argparse front end: every area's register()), `predict train --json` with every layout knob given
@@ -62,23 +62,40 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float]:
     return time.perf_counter() - t0, children_cpu_s() - c0
 
 
+def envs(against: str | None) -> dict[str, dict]:
+    """The environments timed: the llmbench importable here ("this"), and with --against DIR the one
+    in DIR ("against"); each with its own bytecode cache, warmed as an installed package has it."""
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out = {"this": {**base, "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="llmbench-pyc-")}}
+    if against:
+        out["against"] = {**base, "PYTHONPATH": os.path.abspath(against),
+                          "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="llmbench-pyc-")}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--against", metavar="DIR", help="also time the llmbench of checkout DIR, runs interleaved "
+                    "with this one's (a before/after under the same load)")
     args = ap.parse_args()
     exe = shutil.which("llmbench", path=os.path.dirname(sys.executable)) or "llmbench"
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {args.reps} runs each")
-    print(f"{'command':<24} {'min s':>7} {'median s':>9} {'max s':>7} {'CPU s':>7}")
-    res, cpu = {}, {}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="llmbench-pyc-")
+    print(f"{'command':<34} {'min s':>7} {'median s':>9} {'max s':>7} {'CPU s':>7}")
+    res, cpu, where = {}, {}, envs(args.against)
     for name, cmd in CMDS.items():
         cmd = [exe if c == "llmbench" else c for c in cmd]
-        subprocess.run(cmd, check=True, capture_output=True, env=env)  # bytecode warm-up
-        runs = [timed(cmd, env) for _ in range(args.reps)]
-        ts = res[name] = [w for w, _ in runs]
-        cpu[name] = statistics.median(c for _, c in runs)
-        print(f"{name:<24} {min(ts):>7.3f} {statistics.median(ts):>9.3f} {max(ts):>7.3f} {cpu[name]:>7.3f}")
+        runs = {}
+        for tree, env in where.items():
+            subprocess.run(cmd, check=True, capture_output=True, env=env)  # bytecode warm-up
+        for _ in range(args.reps):
+            for tree, env in where.items():
+                runs.setdefault(tree, []).append(timed(cmd, env))
+        for tree, rs in runs.items():
+            label = name if tree == "this" else f"  {name[:20]} (--against)"
+            ts = res[label] = [w for w, _ in rs]
+            cpu[label] = statistics.median(c for _, c in rs)
+            print(f"{label:<34} {min(ts):>7.3f} {statistics.median(ts):>9.3f} {max(ts):>7.3f} {cpu[label]:>7.3f}")
     py = min(res["python -c pass"])
     for name in GOALS:
         t, med = min(res[name]), statistics.median(res[name])
