@@ -16,7 +16,6 @@ default (measure: no sharding, no recompute).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
@@ -252,14 +251,14 @@ class Workload:
             raise BadInput(f"per-replica batch {per_replica} does not split into {ga} micro-steps")
         return per_replica // ga, ga
 
-    def spec(self):
-        """The ModelSpec this workload runs: preset or HF config, resized, head, and learned
-        positions extended when seq_len is longer than the preset's table (seed 002 Table III
-        extends GPT-2 XL's positions to 8K)."""
+    def spec(self, base=None):
+        """The ModelSpec this workload runs: preset or HF config (or `base`, a ModelSpec given as
+        an object: llmbench.api), resized, head, and learned positions extended when seq_len is
+        longer than the preset's table (seed 002 Table III extends GPT-2 XL's positions to 8K)."""
         from llmbench.models import get_model
         from llmbench.models.spec import resize
 
-        spec = get_model(self.model)
+        spec = get_model(self.model) if base is None else base
         changes = dict(self.resize)
         if self.seq_len + self.gen_len > changes.get("max_seq_len", spec.max_seq_len):
             changes["max_seq_len"] = self.seq_len + self.gen_len
@@ -284,10 +283,14 @@ class Workload:
     def id(self) -> str:
         """sha256 of the workload alone: measured, predicted and published results of one workload
         share it (the results store keys a row by this id and its source)."""
+        import hashlib  # here: its OpenSSL load is ~4 ms of every CLI start-up (issue 9)
+
         return hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
 
     def key(self, source: str) -> str:
         """The results-store key of this workload's result from `source`."""
+        import hashlib
+
         return hashlib.sha256(f"{self.id()}:{source}".encode()).hexdigest()
 
     @classmethod

@@ -21,10 +21,8 @@ See docs/hardware.md; `llmbench hardware list` prints the table.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import os
-import tempfile
 from llmbench._toml import tomllib
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -326,6 +324,8 @@ def save_profile(name: str, overrides: dict, replace: bool = False) -> Path:
     merged.pop("overlay", None)
     _build(_apply(name, _base(name), merged, str(path)), str(path))  # validate first
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.", suffix=".json.tmp")
     try:
         with os.fdopen(fd, "w") as f:
@@ -366,11 +366,25 @@ def _base(name: str) -> dict | None:
     return path_entries(os.environ.get(HARDWARE_PATH_VAR, ""), {}).get(name)
 
 
+@lru_cache(maxsize=64)
+def _entry(name: str, home: str) -> HardwareSpec | None:
+    """A shipped entry with its profile applied, built once (catalog() and get_hardware share the
+    object). Reads only its own file unless the catalog is loaded already: `llmbench predict`
+    parses one TOML, not all of them (start-up time, issue 9)."""
+    if not _shipped.cache_info().currsize:
+        path = CATALOG_DIR / f"{name}.toml"
+        data = _read_toml(path) if path.is_file() else None
+        if data is not None and data.get("name", name) == name:
+            return _with_profile(name, data)
+    data = _shipped().get(name)
+    return _with_profile(name, data) if data is not None else None
+
+
 @lru_cache(maxsize=8)
 def _catalog(home: str, hardware_path: str) -> dict[str, HardwareSpec]:
     from .userfile import path_entries
 
-    out = {name: _with_profile(name, data) for name, data in _shipped().items()}
+    out = {name: _entry(name, home) for name in _shipped()}
     for name, data in path_entries(hardware_path, {n: CATALOG_DIR / f"{n}.toml" for n in out}).items():
         out[name] = _with_profile(name, data)
     profiles = Path(home) / "hardware"
@@ -390,6 +404,7 @@ def catalog() -> dict[str, HardwareSpec]:
 def clear_cache() -> None:
     """Forget the cached catalog (after editing catalog files or profiles by hand)."""
     _shipped.cache_clear()
+    _entry.cache_clear()
     _catalog.cache_clear()
 
 
@@ -405,12 +420,16 @@ def is_hardware_file(name: str) -> bool:
 def get_hardware(name: str) -> HardwareSpec:
     """A catalog entry by name (exact, then a unique substring), or a user's hardware file by path
     (any value ending in .toml or holding a '/', or an existing file that is no catalog name)."""
+    key = name.strip().lower()
+    if key and not is_hardware_file(name) and not os.environ.get(HARDWARE_PATH_VAR):
+        hw = _entry(key, str(llmbench_home()))  # a shipped name: its file alone (start-up time)
+        if hw is not None:
+            return hw
     from .userfile import load_user_file
 
     if is_hardware_file(name):
         return load_user_file(name.strip())
     table = catalog()
-    key = name.strip().lower()
     if key in table:
         return table[key]
     if key and Path(name.strip()).is_file():
@@ -418,6 +437,8 @@ def get_hardware(name: str) -> HardwareSpec:
     hits = [n for n in table if key and key in n]
     if len(hits) == 1:
         return table[hits[0]]
+    import difflib
+
     near = hits or difflib.get_close_matches(key, list(table), n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(near)}?" if near else "; see 'llmbench hardware list'"
     raise UnknownHardware(f"unknown hardware {name!r}{hint}")

@@ -58,6 +58,17 @@ def presets() -> dict[str, ModelSpec]:
     return out
 
 
+@lru_cache(maxsize=64)
+def _alone(key: str) -> ModelSpec | None:
+    """A preset by exact name parsed from the one TOML file whose `[models."<key>"]` table defines it,
+    the other files read as text only (start-up time of `llmbench predict`, issue 9); None when
+    that is not unique (then presets() decides, as it always would)."""
+    header = f'[models."{key}"]'
+    hits = [p for p in sorted(PRESET_DIR.glob("*.toml")) if header in p.read_text()]
+    csv_names = {line.split(",", 1)[0] for line in (PRESET_DIR / "megatron.csv").read_text().splitlines()}
+    return _from_toml(hits[0]).get(key) if len(hits) == 1 and key not in csv_names else None
+
+
 def closest(name: str, choices: list[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(name, choices, n=n, cutoff=0.4)
 
@@ -68,8 +79,11 @@ def get_model(name_or_path: str) -> ModelSpec:
         from .hf import from_hf_config
 
         return from_hf_config(name_or_path)
-    table = presets()
     key = name_or_path.strip().lower()
+    spec = None if presets.cache_info().currsize else _alone(key)
+    if spec is not None:
+        return spec
+    table = presets()
     if key in table:
         return table[key]
     hits = [n for n in table if key in n]

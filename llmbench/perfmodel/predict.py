@@ -14,15 +14,16 @@ from llmbench.errors import BadInput
 from llmbench.point import Workload, precision_for
 
 
-def predict(w: Workload, params=None, hw=None):
-    """TrainPrediction (suite train/genslm/block) or InferPrediction (suite infer) of `w`."""
+def predict(w: Workload, params=None, hw=None, spec=None):
+    """TrainPrediction (suite train/genslm/block) or InferPrediction (suite infer) of `w`; `hw` and
+    `spec` (a HardwareSpec, a ModelSpec) stand in for w.hardware and w.model's preset."""
     from llmbench.hardware import get_hardware
 
     if not w.hardware and hw is None:
         raise BadInput("a prediction needs --hardware (a catalog name, e.g. a100-80gb)")
     hw = hw or get_hardware(w.hardware)
     w = w.with_(hardware=hw.name, precision=w.precision or precision_for(hw))
-    spec = w.spec()
+    spec = w.spec(spec)
     if w.suite == "infer":
         from llmbench.perfmodel.infer import predict_infer
 

@@ -273,10 +273,12 @@ def streaming_ratio(spec, hw, *, batch, seq, precision="bf16", params=None) -> f
     return t["weight_streaming"] / t["resident"]
 
 
-def plan_report(w: Workload, objective: str = "time", top: int = 10, params=None) -> dict:
+def plan_report(w: Workload, objective: str = "time", top: int = 10, params=None, hw=None,
+                spec=None) -> dict:
     """`llmbench plan`: the `top` layouts of a training workload by `objective`, each predicted as
     predict_train would (TrainPrediction). time: on w.devices; devices / energy / cost: on any
-    count up to w.devices. BadInput (one line) when nothing fits."""
+    count up to w.devices. BadInput (one line) when nothing fits. `hw` and `spec` (a HardwareSpec,
+    a ModelSpec) stand in for w.hardware and w.model's preset."""
     from llmbench.hardware import get_hardware
     from llmbench.point import precision_for
 
@@ -284,9 +286,9 @@ def plan_report(w: Workload, objective: str = "time", top: int = 10, params=None
     from .params import resolve_params
     from .plan import device_counts, refusal, search
 
-    hw = get_hardware(w.hardware)
+    hw = hw or get_hardware(w.hardware)
     w = w.with_(hardware=hw.name, precision=w.precision or precision_for(hw), devices=w.devices or 1)
-    spec = w.spec()
+    spec = w.spec(spec)
     check_devices(hw, w.devices, w.layout)
     p = params if params is not None else resolve_params(hw)
     counts = [w.devices] if objective == "time" else device_counts(hw, w.devices)

@@ -1,4 +1,9 @@
-"""Export results: CSV (point fields and metrics flattened to columns), JSON, Parquet (pyarrow).
+"""Export results: CSV (point fields and metrics flattened to columns), JSON, Parquet (pyarrow),
+a pandas DataFrame (the CSV's columns); `ResultsTable` (what llmbench.results.open returns) has
+them as methods:
+
+    import llmbench as lb
+    lb.results.open("runs.db").to_dataframe(source="measured")
 
     llmbench results export --format csv -o results.csv
     llmbench results export --format parquet -o results.parquet --study transformer-block
@@ -10,7 +15,8 @@ import io
 import json
 from pathlib import Path
 
-from llmbench.results.store import canonical_json
+from llmbench.errors import BadInput
+from llmbench.results.store import ResultsDB, canonical_json
 
 FORMATS = ("csv", "json", "parquet")
 FIXED = ("key", "study", "source", "suite", "model", "hardware", "status", "error", "created_at",
@@ -74,6 +80,33 @@ def to_parquet(rows: list[dict], path: str | Path) -> None:
     columns, flat = flatten(rows)
     arrays = {c: _arrow_column(pa, [r[c] for r in flat]) for c in columns}
     pq.write_table(pa.table(arrays), str(path))
+
+
+def to_dataframe(rows: list[dict]):
+    """A pandas DataFrame of `rows`, one row per result, the columns of the CSV export (flatten):
+    the fixed columns, every point field, every metric; nested values as JSON text."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise BadInput("to_dataframe needs pandas: pip install pandas (or use to_csv / "
+                       "`llmbench results export --format csv`)") from None
+    columns, flat = flatten(rows)
+    return pd.DataFrame.from_records(flat, columns=columns)
+
+
+class ResultsTable(ResultsDB):
+    """A ResultsDB with its exports as methods, each over `query(**filters)` (study, source, suite,
+    model, hardware, status, workload_id)."""
+
+    def to_dataframe(self, **filters):
+        """A pandas DataFrame, one row per result (pandas optional: BadInput saying so)."""
+        return to_dataframe(self.query(**filters))
+
+    def to_csv(self, **filters) -> str:
+        return to_csv(self.query(**filters))
+
+    def to_json(self, **filters) -> str:
+        return to_json(self.query(**filters))
 
 
 def _arrow_column(pa, values: list):
