@@ -117,11 +117,19 @@ def record(w, result: dict, db: str | None) -> str:
 def _run(w, run, a) -> dict:
     """Measure, record on rank 0 unless --no-record: the result with its workload first. A
     training result also gets the analytical model's prediction of the same resolved Workload,
-    recorded beside it (source predicted, same workload) with the prediction's error."""
+    recorded beside it (source predicted, same workload) with the prediction's error. --layout
+    auto: the planner chooses the layout first (measure/auto.py); the choice is in result["auto"]
+    and in info["auto"]."""
     from llmbench.measure.suites import run_workload
 
+    auto = None
+    if getattr(a, "layout", None) == "auto":
+        from llmbench.measure.auto import choose_layout
+        w, auto = choose_layout(w, run)
     w, res = run_workload(w, run)
-    out = {"workload": w.to_dict(), **res}
+    if auto is not None:
+        res["info"] = {**(res.get("info") or {}), "auto": auto}
+    out = {"workload": w.to_dict(), **({"auto": auto} if auto else {}), **res}
     if w.suite == "train" and getattr(a, "predict", False) and res["status"] == "ok" and _rank() == 0:
         out["prediction"] = _predict_beside(w, res["metrics"], a)
     if _rank() == 0 and not a.no_record:
@@ -149,12 +157,10 @@ def _predict_beside(w, measured: dict, a) -> dict:
 
 
 def _layout_knobs(a, world: int) -> dict:
-    """Layout knobs from --layout and --tp/--zero/--recompute (explicit knobs win)."""
-    if getattr(a, "layout", None) == "auto":
-        from llmbench.errors import BadInput
-
-        raise BadInput("--layout auto needs the layout planner (llmbench plan); give --layout or --tp/--zero")
-    knobs = LAYOUTS[a.layout](world) if getattr(a, "layout", None) else {}
+    """Layout knobs from --layout and --tp/--zero/--recompute (explicit knobs win; under --layout
+    auto they constrain the planner's search)."""
+    layout = getattr(a, "layout", None)
+    knobs = LAYOUTS[layout](world) if layout and layout != "auto" else {}  # auto: measure/auto.py
     knobs.update({k: getattr(a, k) for k in ("tp", "zero", "recompute") if getattr(a, k, None) is not None})
     return knobs
 
@@ -184,6 +190,22 @@ def _measure(suite: str, a) -> None:
         columns = DECODER_COLUMNS if get_model(a.model).head == "lm" else ENCODER_COLUMNS
     w = results[0]["workload"]
     show(f"{suite}: {a.model} seq {a.seq_len} {w['precision']} on {w['hardware']}", results, columns)
+    for r in results:
+        if r.get("auto"):
+            print(auto_line(r))
+
+
+def auto_line(r: dict) -> str:
+    """The planner's choice under --layout auto, its prediction and the measured error."""
+    from llmbench.units import fmt_bytes
+
+    c = r["auto"]
+    line = (f"auto: {c['layout']} (the fastest of {c['fit']} layouts that fit {fmt_bytes(c['memory_per_device_bytes'])} "
+            f"per device [{c['memory_from']}], {c['searched']} searched); predicted {fmt_num(c['predicted_tokens_per_s'])} tok/s")
+    measured = (r.get("metrics") or {}).get("tokens_per_s")
+    if r["status"] == "ok" and measured:
+        line += f", measured {fmt_num(measured)} tok/s: error {c['predicted_tokens_per_s'] / measured - 1:+.0%}"
+    return line
 
 
 def _fmt(name: str, x) -> str:
