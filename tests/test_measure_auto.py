@@ -73,7 +73,7 @@ def test_torchrun_layout_auto_records_measured_beside_predicted(tiny, tmp_path):
     by_source = {r["source"]: r for r in rows}
     assert set(by_source) == {"measured", "predicted"} and len(rows) == 2
     measured, predicted = by_source["measured"], by_source["predicted"]
-    assert measured["point"] == predicted["point"]  # one Workload key
+    assert measured["point"] == predicted["point"] and measured["workload_id"] == predicted["workload_id"] is not None
     auto = measured["environment"]["info"]["auto"]
     lay = measured["point"]["layout"]
     assert (lay["tp"], lay["zero"], lay["recompute"], lay["pp"]) == (auto["tp"], auto["zero"], auto["recompute"], 1)

@@ -106,7 +106,7 @@ def record(w, result: dict, db: str | None) -> str:
 
     environment = {**(result.get("environment") or {}), "info": result.get("info") or {}}
     try:
-        return record_or_save(db, w.to_dict(), source="measured", status=result["status"],
+        return record_or_save(db, w, source="measured", status=result["status"],
                               metrics=result.get("metrics") or {}, environment=environment,
                               error=result.get("error"))
     except ValueError:
@@ -151,7 +151,7 @@ def _predict_beside(w, measured: dict, a) -> dict:
         from llmbench.results.store import ResultsDB
 
         with ResultsDB(a.db) as store:
-            out["key"] = store.record(w.to_dict(), source="predicted", metrics=pred,
+            out["key"] = store.record(w, source="predicted", metrics=pred,
                                       environment={"tool": "llmbench.perfmodel", "beside": "measured"})
     return out
 
