@@ -87,3 +87,18 @@ def test_auto_with_no_fitting_layout_is_one_line(cli):
                          "--layout", "auto", "--hardware", "cpu", "--device", "cpu", "--no-record")
     assert code == 2 and "--layout auto: none of the" in err and "per device (--hardware cpu)" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_auto_takes_the_memory_of_this_machine_or_of_the_named_entry(tiny, monkeypatch):
+    from llmbench.measure.auto import choose_layout
+    from llmbench.measure.options import RunOptions
+    for k in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(k, raising=False)
+    w, c = choose_layout(Workload(model=tiny, batch=4, seq_len=32), RunOptions(device="cpu"))
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert (c["memory_from"], c["memory_per_device_bytes"]) == ("host RAM / 1 process", ram)
+    assert (w.devices, w.layout.tp, w.layout.zero, w.layout.pp) == (1, 1, 0, 1)  # one process: nothing to shard
+    assert w.micro_batch * w.grad_accum == 4 and w.layout.recompute in ("none", "selective", "full")
+    _, named = choose_layout(Workload(model=tiny, batch=4, seq_len=32, hardware="cpu"), RunOptions(device="cpu"))
+    assert named["memory_from"] == "--hardware cpu"
+    assert named["memory_per_device_bytes"] == get_hardware("cpu").device_memory.capacity_bytes

@@ -10,7 +10,8 @@ this node (LOCAL_WORLD_SIZE), or the catalog entry's when --hardware names one. 
 what `measure train` runs: tp over the divisors of the world, ZeRO 0-3 (DDP, ZeroRedundancyOptimizer,
 FSDP2 without / with reshard after forward), recompute none | selective | full, micro-batch x
 grad-accum; no pipeline parallelism (not built in measure/), no offload, resident weights. Knobs the
-user gave (--tp, --zero, --recompute, --micro-batch, --grad-accum) constrain the search. The first
+user gave (--tp, --zero, --recompute, --micro-batch, --grad-accum) constrain the search; --sparsity
+and --baseline keep it to plain DDP (all they run with), choosing the micro-batch only. The first
 layout in the planner's order that measure/parallel.check_layout accepts is run. Rank 0's choice is
 broadcast so every process runs the same layout. No torch at import time.
 """
@@ -23,6 +24,8 @@ from llmbench.errors import BadInput
 
 #: what measure train runs: one stage, nothing offloaded, weights resident on the device
 MEASURABLE = {"pp": 1, "offload": "none", "mode": "resident"}
+#: the layout --sparsity and --baseline run with (plain DDP)
+PLAIN = {"tp": 1, "zero": 0, "recompute": "none"}
 
 
 def choose_layout(w, run) -> tuple:
@@ -32,6 +35,8 @@ def choose_layout(w, run) -> tuple:
 
     device = device_for(w, run)  # under torchrun: the process group, started once
     given = {k: getattr(w.layout, k) for k in ("tp", "zero", "recompute")}
+    if w.sparsity or run.baseline:  # these run in train.py's plain data parallel loop only
+        given = {k: v if v is not None else PLAIN[k] for k, v in given.items()}
     plain = resolve_workload(w.with_(tp=None, zero=None, recompute=None), device, run)
     base = plain.with_(micro_batch=w.micro_batch, grad_accum=w.grad_accum, **given, **MEASURABLE)
     hw, memory_bytes, memory_from = device_hardware(base.hardware, device, named=bool(w.hardware))

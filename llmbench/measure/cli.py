@@ -5,6 +5,7 @@
     llmbench measure train --model gpt2-small --batch 8 --micro-batch 4 --seq 256
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --batch 8 --baseline
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --layout fsdp --recompute full
+    torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --n-layers 2 --seq 64 --layout auto
 
 `--batch` is the global batch (all processes, all micro-steps), as everywhere in llmbench;
 `--micro-batch` the sequences one process runs per micro-step. No torch at import time. Each
