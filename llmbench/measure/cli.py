@@ -148,6 +148,7 @@ def _predict_beside(w, measured: dict, a) -> dict:
         return {"error": str(e)}
     out = {k: pred.get(k) for k in ("tokens_per_s", "step_time_s", "peak_mem_bytes", "bound", "fits")}
     out["tokens_per_s_error"] = out["tokens_per_s"] / measured["tokens_per_s"] - 1.0
+    out.update(_state_bytes(measured, pred))
     if not a.no_record:
         from llmbench.results.store import ResultsDB
 
@@ -155,6 +156,18 @@ def _predict_beside(w, measured: dict, a) -> dict:
             out["key"] = store.record(w, source="predicted", metrics=pred,
                                       environment={"tool": "llmbench.perfmodel", "beside": "measured"})
     return out
+
+
+STATE = ("weights_bytes", "grads_bytes", "optimizer_bytes")
+
+
+def _state_bytes(measured: dict, pred: dict) -> dict:
+    """Weights + gradients + optimizer state of the largest rank, measured exactly from its tensors
+    (sharded and split layouts), beside the model's per-device figure; {} where not measured."""
+    if any(measured.get(k) is None for k in STATE) or any(pred.get(k) is None for k in STATE):
+        return {}
+    m, p = sum(measured[k] for k in STATE), sum(pred[k] for k in STATE)
+    return {"state_bytes_measured": m, "state_bytes_predicted": p, "state_bytes_error": p / m - 1.0}
 
 
 def _layout_knobs(a, world: int) -> dict:
