@@ -13,6 +13,7 @@
 #   gpt3-2.7b_zero3_full_bf16.json            GPT-3 2.7B, FSDP2, full recompute, eager
 #   gpt2xl_zero3_selective_bf16_compile.json  GPT-2 XL as above with torch.compile per block
 #   gpt3-2.7b_zero3_selective_bf16_compile.json  GPT-3 2.7B, selective, compile, 2 micro-batches of 4
+#   gpt2xl_auto_bf16.json                     GPT-2 XL, --layout auto: the planner's layout for these GPUs
 # Aims (issue 13): GPT-2 XL MFU >= 50%, the 2.7B FSDP2 + checkpointing run >= 45% (model FLOPs:
 # recomputation not counted; `executed_tflops` in the JSON counts it). A failing step does not stop
 # the others; the summary at the end prints one line per JSON: MFU against the datasheet and the
@@ -39,7 +40,7 @@ if [ "${SMOKE:-0}" = 1 ]; then
   SMOKE_ARGS=(--model "$OUT_DIR/tiny-config.json" --seq 32 --steps 2 --warmup-steps 1)
 fi
 
-step() {  # step NAME TIMEOUT_S MICRO_BATCH ARGS... : OUT_DIR/NAME.json, stderr to NAME.err
+step() {  # step NAME TIMEOUT_S MICRO_BATCH ARGS... : OUT_DIR/NAME.json, stderr to NAME.err (LAST_ARGS: options that win)
   local name="$1" limit="$2" mb="$3"; shift 3
   local t=$(date +%s)
   local left=$(( BUDGET_S - (t - T0) ))
@@ -49,7 +50,7 @@ step() {  # step NAME TIMEOUT_S MICRO_BATCH ARGS... : OUT_DIR/NAME.json, stderr 
   [ "${SMOKE:-0}" = 1 ] && batch=$(( 2 * NPROC * ${GRAD_ACCUM:-1} )) && mb=2
   timeout "$limit" "$PY" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" \
     -m llmbench measure train "$@" --device "$DEVICE" --precision bf16 --db "$OUT_DIR/results.db" \
-    --batch "$batch" --micro-batch "$mb" "${SMOKE_ARGS[@]}" --json > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
+    --batch "$batch" --micro-batch "$mb" "${SMOKE_ARGS[@]}" ${LAST_ARGS:-} --json > "$OUT_DIR/$name.json" 2> "$OUT_DIR/$name.err"
   local rc=$?
   echo "[$(( $(date +%s) - T0 ))s] $name: exit $rc in $(( $(date +%s) - t ))s"
   [ $rc -ne 0 ] && grep -v "^\*\|OMP_NUM_THREADS" "$OUT_DIR/$name.err" | tail -3
@@ -69,6 +70,9 @@ step gpt2xl_zero3_selective_bf16_compile 120 16 --model gpt2-xl --seq 1024 --lay
   --steps 6 --warmup-steps 3 --compile
 GRAD_ACCUM=2 step gpt3-2.7b_zero3_selective_bf16_compile 120 4 --model gpt3-2.7b --seq 2048 --layout fsdp \
   --recompute selective --steps 5 --warmup-steps 2 --compile
+# the planner's fastest layout that fits these GPUs (--layout auto; micro-batch 16 given, the rest chosen);
+# the planner needs the precision's peak: the CPU catalog entry has fp32 only
+LAST_ARGS="$([ "$DEVICE" = cpu ] && echo --precision fp32)" step gpt2xl_auto_bf16 75 16 --model gpt2-xl --seq 1024 --layout auto --steps 5 --warmup-steps 2
 
 "$PY" - "$OUT_DIR"/gpt*.json <<'PYEOF'
 import json, sys, os
@@ -79,6 +83,8 @@ for path in sys.argv[1:]:
         lay = w["layout"]
         mfu = "-" if m.get("mfu") is None else f"{m['mfu']:.1%}"
         pred = "-" if p.get("tokens_per_s_error") is None else f"{p['tokens_per_s']:,.0f} ({p['tokens_per_s_error']:+.0%})"
+        if r.get("auto"):
+            print(f"{os.path.basename(path)}: --layout auto chose {r['auto']['layout']}")
         print(f"{os.path.basename(path)}: {r['status']} {w['model']} tp{lay['tp']} zero{lay['zero']} "
               f"{lay['recompute']} micro {w['micro_batch']} x accum {w['grad_accum']} x {w['devices']}: "
               f"{m.get('tokens_per_s', 0):,.0f} tokens/s, MFU {mfu} (datasheet), predicted {pred}; "

@@ -139,6 +139,9 @@ def test_measure_train_runs_a_sharded_recomputed_layout(cli, tmp_path, one_threa
     assert (w["layout"]["zero"], w["layout"]["recompute"], w["micro_batch"], w["grad_accum"]) == (3, "selective", 2, 2)
     m = r["metrics"]
     assert m["weights_bytes"] > 0 and m["optimizer_bytes"] >= 2 * m["weights_bytes"] and m["executed_tflops"] > m["achieved_tflops"]
+    pred = r["prediction"]  # the model's weights + grads + AdamW state beside the measured bytes
+    assert pred["state_bytes_measured"] == m["weights_bytes"] + m["grads_bytes"] + m["optimizer_bytes"]
+    assert pred["state_bytes_error"] == pytest.approx(pred["state_bytes_predicted"] / pred["state_bytes_measured"] - 1)
     code, out, err = cli("measure", "train", "--model", str(model), "--tp", "5", "--device", "cpu", "--no-record")
     assert code == 2 and "--tp 5" in err and len(err.strip().splitlines()) == 1
 

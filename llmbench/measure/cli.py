@@ -5,6 +5,7 @@
     llmbench measure train --model gpt2-small --batch 8 --micro-batch 4 --seq 256
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --batch 8 --baseline
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --layout fsdp --recompute full
+    torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --n-layers 2 --seq 64 --layout auto
 
 `--batch` is the global batch (all processes, all micro-steps), as everywhere in llmbench;
 `--micro-batch` the sequences one process runs per micro-step. No torch at import time. Each
@@ -106,7 +107,7 @@ def record(w, result: dict, db: str | None) -> str:
 
     environment = {**(result.get("environment") or {}), "info": result.get("info") or {}}
     try:
-        return record_or_save(db, w.to_dict(), source="measured", status=result["status"],
+        return record_or_save(db, w, source="measured", status=result["status"],
                               metrics=result.get("metrics") or {}, environment=environment,
                               error=result.get("error"))
     except ValueError:
@@ -117,11 +118,19 @@ def record(w, result: dict, db: str | None) -> str:
 def _run(w, run, a) -> dict:
     """Measure, record on rank 0 unless --no-record: the result with its workload first. A
     training result also gets the analytical model's prediction of the same resolved Workload,
-    recorded beside it (source predicted, same workload) with the prediction's error."""
+    recorded beside it (source predicted, same workload) with the prediction's error. --layout
+    auto: the planner chooses the layout first (measure/auto.py); the choice is in result["auto"]
+    and in info["auto"]."""
     from llmbench.measure.suites import run_workload
 
+    auto = None
+    if getattr(a, "layout", None) == "auto":
+        from llmbench.measure.auto import choose_layout
+        w, auto = choose_layout(w, run)
     w, res = run_workload(w, run)
-    out = {"workload": w.to_dict(), **res}
+    if auto is not None:
+        res["info"] = {**(res.get("info") or {}), "auto": auto}
+    out = {"workload": w.to_dict(), **({"auto": auto} if auto else {}), **res}
     if w.suite == "train" and getattr(a, "predict", False) and res["status"] == "ok" and _rank() == 0:
         out["prediction"] = _predict_beside(w, res["metrics"], a)
     if _rank() == 0 and not a.no_record:
@@ -139,22 +148,33 @@ def _predict_beside(w, measured: dict, a) -> dict:
         return {"error": str(e)}
     out = {k: pred.get(k) for k in ("tokens_per_s", "step_time_s", "peak_mem_bytes", "bound", "fits")}
     out["tokens_per_s_error"] = out["tokens_per_s"] / measured["tokens_per_s"] - 1.0
+    out.update(_state_bytes(measured, pred))
     if not a.no_record:
         from llmbench.results.store import ResultsDB
 
         with ResultsDB(a.db) as store:
-            out["key"] = store.record(w.to_dict(), source="predicted", metrics=pred,
+            out["key"] = store.record(w, source="predicted", metrics=pred,
                                       environment={"tool": "llmbench.perfmodel", "beside": "measured"})
     return out
 
 
-def _layout_knobs(a, world: int) -> dict:
-    """Layout knobs from --layout and --tp/--zero/--recompute (explicit knobs win)."""
-    if getattr(a, "layout", None) == "auto":
-        from llmbench.errors import BadInput
+STATE = ("weights_bytes", "grads_bytes", "optimizer_bytes")
 
-        raise BadInput("--layout auto needs the layout planner (llmbench plan); give --layout or --tp/--zero")
-    knobs = LAYOUTS[a.layout](world) if getattr(a, "layout", None) else {}
+
+def _state_bytes(measured: dict, pred: dict) -> dict:
+    """Weights + gradients + optimizer state of the largest rank, measured exactly from its tensors
+    (sharded and split layouts), beside the model's per-device figure; {} where not measured."""
+    if any(measured.get(k) is None for k in STATE) or any(pred.get(k) is None for k in STATE):
+        return {}
+    m, p = sum(measured[k] for k in STATE), sum(pred[k] for k in STATE)
+    return {"state_bytes_measured": m, "state_bytes_predicted": p, "state_bytes_error": p / m - 1.0}
+
+
+def _layout_knobs(a, world: int) -> dict:
+    """Layout knobs from --layout and --tp/--zero/--recompute (explicit knobs win; under --layout
+    auto they constrain the planner's search)."""
+    layout = getattr(a, "layout", None)
+    knobs = LAYOUTS[layout](world) if layout and layout != "auto" else {}  # auto: measure/auto.py
     knobs.update({k: getattr(a, k) for k in ("tp", "zero", "recompute") if getattr(a, k, None) is not None})
     return knobs
 
@@ -184,6 +204,22 @@ def _measure(suite: str, a) -> None:
         columns = DECODER_COLUMNS if get_model(a.model).head == "lm" else ENCODER_COLUMNS
     w = results[0]["workload"]
     show(f"{suite}: {a.model} seq {a.seq_len} {w['precision']} on {w['hardware']}", results, columns)
+    for r in results:
+        if r.get("auto"):
+            print(auto_line(r))
+
+
+def auto_line(r: dict) -> str:
+    """The planner's choice under --layout auto, its prediction and the measured error."""
+    from llmbench.units import fmt_bytes
+
+    c = r["auto"]
+    line = (f"auto: {c['layout']} (the fastest of {c['fit']} layouts that fit {fmt_bytes(c['memory_per_device_bytes'])} "
+            f"per device [{c['memory_from']}], {c['searched']} searched); predicted {fmt_num(c['predicted_tokens_per_s'])} tok/s")
+    measured = (r.get("metrics") or {}).get("tokens_per_s")
+    if r["status"] == "ok" and measured:
+        line += f", measured {fmt_num(measured)} tok/s: error {c['predicted_tokens_per_s'] / measured - 1:+.0%}"
+    return line
 
 
 def _fmt(name: str, x) -> str:

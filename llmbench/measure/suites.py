@@ -10,7 +10,8 @@ The torch device is resolved once (training under torchrun: the local rank's, th
 started), then the Workload is resolved against it (`resolve_workload`): hardware from the device
 (point.hardware_for_device), precision from the hardware (point.precision_for), devices = the
 torchrun world, micro-batch and grad-accum from the global batch (Workload.micro_steps), the
-layout measure runs (data parallel only). Each suite is `run_<suite>(w, run, device) ->
+layout measure runs (training: the tp, zero and recompute asked, run by measure/parallel_train.py;
+otherwise data parallel only). Each suite is `run_<suite>(w, run, device) ->
 (metrics, info)`: metrics are METRICS names (llmbench.point), info the rest (datasheet, FLOPs per
 step, world size, sparsity report, ...). A result is {"status": "ok" | "oom" | "error",
 "metrics", "info", "error": str | None, "environment"}. Out of memory is a result (status "oom"),

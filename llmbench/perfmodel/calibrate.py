@@ -244,6 +244,20 @@ def write_profile(path: Path, rep: dict, source: str, make_folder: bool = False)
 # Workload.from_row. Layout knobs a row leaves out are the runtime's plain ones (train.as_run).
 
 USER_METRICS = ("samples_per_s", "tokens_per_s", "step_time_s", "achieved_tflops", "mfu")
+#: the one metric a results row is fitted on, first present first: a measured training row carries
+#: all of USER_METRICS, which say the same step time; fitting them all would count the row five
+#: times and leave-one-out would keep four copies of the point it leaves out
+ROW_METRIC_ORDER = ("tokens_per_s", "samples_per_s", "step_time_s", "achieved_tflops", "mfu")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_sqlite(p: Path) -> bool:
+    """Whether `p` is an SQLite database, by its header (any name: 'runs', 'a?b.db')."""
+    try:
+        with open(p, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
@@ -251,7 +265,7 @@ def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
     p = Path(path)
     if not p.exists():
         raise BadInput(f"no such file: {path}")
-    if p.suffix in (".db", ".sqlite", ".sqlite3"):
+    if p.suffix in (".db", ".sqlite", ".sqlite3") or is_sqlite(p):
         rows = _read_db(p)
     elif p.suffix == ".json":
         try:
@@ -274,20 +288,23 @@ def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
 
 
 def _read_db(p: Path) -> list[dict]:
-    """The ok rows of a llmbench results database, decoded (point, metrics as dicts)."""
+    """The ok rows of a llmbench results database, decoded (point, metrics as dicts); opened
+    read-only (the store quotes the path into a file: URI, so '?' and '#' in a name are fine)."""
     from llmbench.results.store import ResultsDB
 
     try:
-        with ResultsDB(p) as db:
+        with ResultsDB(p, readonly=True) as db:
             return [r for r in db.query() if r.get("status") == "ok"]
     except sqlite3.Error as e:
         raise BadInput(f"{p.name}: not a llmbench results database ({e})") from None
 
 
 def _metrics_of(row: dict) -> list[tuple[str, object]]:
-    """(metric, value) pairs of a row: a results row's metrics dict, or its metric/value columns."""
+    """(metric, value) pairs of a row: a results row's one metric (ROW_METRIC_ORDER), or its
+    metric/value columns."""
     if isinstance(row, dict) and isinstance(row.get("metrics"), dict):
-        return [(m, v) for m, v in row["metrics"].items() if m in USER_METRICS] or [("", None)]
+        m = row["metrics"]
+        return [next(((k, m[k]) for k in ROW_METRIC_ORDER if m.get(k) is not None), ("", None))]
     return [(row.get("metric"), row.get("value"))] if isinstance(row, dict) else [("", None)]
 
 
@@ -319,10 +336,44 @@ def predict_user_point(pt: dict, params: dict) -> float:
 
 
 def calibrate_from(path: str, hw_name: str) -> tuple[dict, int]:
+    """Fit `hw_name` on the rows of a results DB / CSV / JSON. Each row is predicted with the layout
+    it records (devices, tp, pp, ZeRO, recompute, micro-batch, grad-accum: as_run fills only what a
+    row leaves out). The report has the fit (in-sample) and leave-one-out mean |error| and, per
+    point, its layout and both errors (report["rows"])."""
     get_hardware(hw_name)
     points, skipped = read_points(path, hw_name)
     if not points:
         raise BadInput(f"{path}: no usable points for {hw_name} ({skipped} rows skipped)")
     rep = calibrate_points(hw_name, points, predict_user_point)
     rep["skipped_rows"] = skipped
+    rep["rows"] = point_errors(points, hw_name, rep)
     return rep, skipped
+
+
+def point_errors(points: list[dict], hw_name: str, rep: dict) -> list[dict]:
+    """Per point: its workload in short, the measured value, the fitted prediction, its in-sample
+    error and its leave-one-out error (None where nothing was fitted)."""
+    from .plan import layout_text
+    from .train import as_run
+
+    hw = get_hardware(hw_name)
+    params = {**_prior(hw_name), **rep["params"]}
+    loo = rep.get("loo_abs_errors") or [None] * len(points)
+    out = []
+    for pt, held_out in zip(points, loo):
+        w = as_run(pt["workload"], hw)
+        value = pt["range"][0]
+        try:
+            pred = predict_user_point(pt, {hw_name: params})
+        except ValueError:
+            pred = None
+        out.append({"id": pt["id"], "model": w.model, "batch": w.batch, "seq_len": w.seq_len,
+                    "layout": layout_text(w), "metric": pt["metric"], "measured": value, "fitted": pred,
+                    "fit_error": None if pred is None else pred / value - 1.0, "loo_abs_error": held_out})
+    return out
+
+
+def user_profile_path(hw_name: str) -> Path:
+    """Where `calibrate --from` writes by default: the user's profile folder (profile_dir), which
+    params.load_profile reads before the shipped profiles."""
+    return profile_dir() / f"{hw_name}.json"
