@@ -34,7 +34,7 @@ from typing import Any
 from llmbench.errors import BadInput
 
 from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
-from .moe import expert_fraction
+from .shapes import expert_fraction
 
 #: per architecture: (rule, source) — printed by `llmbench plan` and in docs/predict.md
 RULES = {

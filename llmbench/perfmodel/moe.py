@@ -13,6 +13,8 @@ E (1 - (1 - k / E)^b) experts of a layer). docs/predict.md "Mixture of experts" 
 """
 from __future__ import annotations
 
+from .grid import FULL
+from .memory import hierarchy
 from .params import gemm_efficiency
 
 
@@ -89,10 +91,8 @@ def all_to_all_s(sh, hw, tokens, tp, ep, p, xp):
     exchanges run concurrently: one link latency."""
     ic = hw.interconnect
     vol = tokens / tp * sh.moe.k * sh.d * sh.s
-    if ic is None:
-        from .step import stream_link_bytes_per_s
-
-        return xp.where(ep > 1, vol * (ep - 1) / ep / stream_link_bytes_per_s(hw), 0.0)
+    if ic is None:  # no fabric: through the store's link, as the other collectives (step.links)
+        return xp.where(ep > 1, vol * (ep - 1) / ep / hierarchy(hw).link_bytes_per_s, 0.0)
     net = p["network"]
     per_node = max(ic.devices_per_node, 1) / tp  # ep-group members in one node
     local = xp.minimum(ep, xp.maximum(per_node, 1.0))
@@ -107,19 +107,5 @@ def ep_time_s(sh, g, hw, p, xp):
     the forward and in the backward (4), two more with full recompute (the forward rerun)."""
     if sh.moe is None:
         return 0.0
-    from .grid import FULL
-
     per = all_to_all_s(sh, hw, g.micro_batch * g.seq, g.tp, g.ep, p, xp)
     return sh.moe.moe_layers / g.pp * (4.0 + 2.0 * (g.recompute == FULL)) * per
-
-
-def expert_fraction(sh) -> float:
-    """Share of the parameters that are routed experts (what expert parallelism splits)."""
-    return sh.moe.expert_params / sh.params if sh.moe is not None else 0.0
-
-
-def params_per_device(sh, g):
-    """Parameters of one device's model slice: the rest split by tp x pp, the routed experts by
-    tp x pp x ep (what its gradient all-reduce and optimizer step cover before ZeRO)."""
-    fe = expert_fraction(sh)
-    return float(sh.params) * ((1.0 - fe) + fe / g.ep) / (g.tp * g.pp)

@@ -159,3 +159,14 @@ def weights_per_token(sh: Shape) -> float:
         total += m.moe_layers * (_nk(m.token_gemms) + m.k * _nk(m.expert_gemms))
         total += m.dense_layers * _nk(m.dense_gemms)
     return total
+
+def expert_fraction(sh) -> float:
+    """Share of the parameters that are routed experts (what expert parallelism splits)."""
+    return sh.moe.expert_params / sh.params if sh.moe is not None else 0.0
+
+
+def params_per_device(sh, g):
+    """Parameters of one device's model slice: the rest split by tp x pp, the routed experts by
+    tp x pp x ep (what its gradient all-reduce and optimizer step cover before ZeRO)."""
+    fe = expert_fraction(sh)
+    return float(sh.params) * ((1.0 - fe) + fe / g.ep) / (g.tp * g.pp)

@@ -19,9 +19,9 @@ from llmbench.models.counting import activation_bytes_per_layer, training_flops
 from ._xp import is_scalar
 from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
 from .memory import hierarchy, memory_use, swarm_depth
-from .moe import ep_time_s, mlp_forward, params_per_device
+from .moe import ep_time_s, mlp_forward
 from .params import gemm_efficiency
-from .shapes import shape
+from .shapes import params_per_device, shape
 
 OPT_BYTES_PER_PARAM = 28.0  # Adam: read grad, master, m, v (2+4+4+4); write master, m, v, weight (4+4+4+2)
 
