@@ -23,6 +23,9 @@ One rule per architecture (`RULES`, each with its source; docs/predict.md "Memor
   activations and the layer being computed; SwarmX broadcasts weights and reduces gradients in a
   tree of fan-out 32, up to the cluster's system count.
 - CPU: DRAM holds everything; weight streaming copies within it.
+
+A mixture-of-experts model holds every expert: its routed experts' state is split by expert
+parallelism and sharded by ZeRO over the replicas that hold the same experts (`sharded`).
 """
 from __future__ import annotations
 
