@@ -166,12 +166,19 @@ class Layout:
         "state kept in a lower memory tier", choices=OFFLOAD))
     mode: str | None = field(default=None, metadata=opt(
         "execution mode (default: the hardware's)", choices=MODES))
+    ep: int | None = field(default=None, metadata=opt(
+        "expert-parallel degree: routed experts split over ep data-parallel replicas (MoE models)",
+        low=1, integer=True))
 
     def __post_init__(self):
         _check_fields(self)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The knobs; ep only when set (workload ids from before it existed stay the same)."""
+        d = asdict(self)
+        if d["ep"] is None:
+            del d["ep"]
+        return d
 
 
 @dataclass(frozen=True, kw_only=True)

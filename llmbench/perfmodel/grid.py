@@ -7,7 +7,8 @@ numpy arrays broadcast together (a sweep, a plan), built from a `Workload`.
 
 String knobs travel as integer codes so that one numpy pass covers every layout: recompute
 (RECOMPUTE index: 0 none, 1 selective, 2 full) and offload (OFFLOAD index: 0 none, 1 optimizer
-state in the lower tier, 2 weights too = weight streaming).
+state in the lower tier, 2 weights too = weight streaming). ep (expert parallelism) is 1 for a
+dense model and when a workload leaves it out.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ OFF_NONE, OFF_OPTIMIZER, OFF_WEIGHTS = range(3)
 #: Grid fields a sweep may give as arrays (Workload field name -> Grid field name)
 ARRAY_FIELDS = {"batch": "batch", "seq_len": "seq", "devices": "devices", "tp": "tp", "pp": "pp",
                 "micro_batch": "micro_batch", "sparsity": "sparsity", "zero": "zero",
-                "recompute": "recompute", "offload": "offload"}
+                "recompute": "recompute", "offload": "offload", "ep": "ep"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +49,8 @@ class Grid:
     """code: 0 none, 1 selective, 2 full"""
     offload: Any
     """code: 0 none, 1 optimizer state in the lower tier, 2 weights too (weight streaming)"""
+    ep: Any = 1.0
+    """expert-parallel degree: routed experts split over ep of the dp replicas (1: dense models)"""
 
     @property
     def dp(self):
@@ -83,7 +86,7 @@ def grid_of(w: Workload, **arrays) -> Grid:
     vals = {"batch": w.batch, "seq": w.seq_len, "devices": w.devices, "tp": lay.tp, "pp": lay.pp,
             "micro_batch": w.micro_batch, "sparsity": w.sparsity, "zero": lay.zero,
             "recompute": None if lay.recompute is None else code("recompute", lay.recompute),
-            "offload": None if lay.offload is None else code("offload", lay.offload)}
+            "offload": None if lay.offload is None else code("offload", lay.offload), "ep": lay.ep or 1}
     vals.update({ARRAY_FIELDS[k]: v for k, v in arrays.items()})
     missing = [k for k, v in vals.items() if v is None]
     if missing:

@@ -24,6 +24,7 @@ from llmbench.point import Workload
 from ._xp import Scalar as xp
 from .params import gemm_efficiency, resolve_params
 from .shapes import shape
+from .moe import mlp_forward
 from .step import head_forward, layer_forward, peak_flops
 
 MODES = ("auto", "resident", "sram_pipeline")
@@ -219,16 +220,21 @@ def _hops(s: Serve, pp: int, n: int, tokens: float) -> float:
 
 
 def _decode_step(sh, batch, ctx, tp, p, peak, bw):
-    """(compute part, memory part) of one generated token for `batch` sequences."""
+    """(compute part, memory part) of one generated token for `batch` sequences. A MoE model reads
+    the weights of the experts its batch touches (moe.mlp_forward: E (1 - (1 - k/E)^batch) per
+    layer, uniform routing); the attention reads the KV cache (MLA: the latent, absorbed form)."""
     comp = mem = 0.0
     for N, K, split_n in sh.gemms:
         Nn, Kk = (N / tp, K) if split_n else (N, K / tp)
         tc = 2.0 * batch * Nn * Kk / (peak * gemm_efficiency(batch, Nn, Kk, p, xp))
         tm = (batch * Kk + Kk * Nn + batch * Nn) * sh.s / bw
         comp, mem = (comp + tc, mem) if tc >= tm else (comp, mem + tm)
-    heads = sh.h / tp  # q . K^T and p . V over the cache
-    tc = 4.0 * batch * heads * sh.hd * ctx / (peak * gemm_efficiency(1, ctx, sh.hd, p, xp))
-    tm = batch * ctx * 2 * sh.kvd * sh.s / tp / bw
+    if sh.moe is not None:
+        mc, mm = mlp_forward(sh, float(batch), tp, 1.0, p, peak, bw, xp)
+        comp, mem = comp + mc, mem + mm
+    # q . K^T and p . V over the cache
+    tc = batch * sh.decode_attn_flops_ctx / tp * ctx / (peak * gemm_efficiency(1, ctx, sh.hd, p, xp))
+    tm = batch * ctx * sh.kv_elems_tok * sh.s / tp / bw
     comp, mem = (comp + tc, mem) if tc >= tm else (comp, mem + tm)
     mem += batch * sh.ew_bytes_tok / tp / bw + p["token_layer_latency_s"]
     hc, hm = head_forward(sh, float(batch), 1.0, tp, p, peak, bw, xp)

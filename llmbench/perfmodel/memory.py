@@ -23,6 +23,9 @@ One rule per architecture (`RULES`, each with its source; docs/predict.md "Memor
   activations and the layer being computed; SwarmX broadcasts weights and reduces gradients in a
   tree of fan-out 32, up to the cluster's system count.
 - CPU: DRAM holds everything; weight streaming copies within it.
+
+A mixture-of-experts model holds every expert: its routed experts' state is split by expert
+parallelism and sharded by ZeRO over the replicas that hold the same experts (`sharded`).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from typing import Any
 from llmbench.errors import BadInput
 
 from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
+from .shapes import expert_fraction
 
 #: per architecture: (rule, source) — printed by `llmbench plan` and in docs/predict.md
 RULES = {
@@ -220,14 +224,24 @@ def activations(spec, g: Grid, acts, xp):
     return act, logits
 
 
+def sharded(state, expert_share, g: Grid, stage: int, xp):
+    """Bytes per device of one kind of model state (weights, gradients or optimizer): split by
+    tp x pp; from ZeRO `stage` on, the rest sharded over the dp replicas and the routed experts'
+    share over the dp / ep replicas holding the same experts (expert data parallelism), after ep
+    split them (DeepSpeed-MoE arXiv:2201.05596 Sec. 4; ZeRO arXiv:1910.02054 Sec. 5)."""
+    z = g.zero >= stage
+    dense = state * (1.0 - expert_share) / xp.where(z, g.dp, 1.0)
+    experts = state * expert_share / g.ep / xp.where(z, g.dp / g.ep, 1.0)
+    return (dense + experts) / (g.tp * g.pp)
+
+
 def memory_use(spec, sh, precision: str, hw, g: Grid, acts, xp) -> MemoryUse:
     """Per-device bytes on each tier, by the rules above; fits when every tier holds its share."""
     h = hierarchy(hw)
     W, G, O = model_state_bytes(spec, precision)
-    dp, mp = g.dp, g.tp * g.pp
-    wd = W / xp.where(g.zero >= 3, dp, 1.0) / mp
-    gd = G / xp.where(g.zero >= 2, dp, 1.0) / mp
-    od = O / xp.where(g.zero >= 1, dp, 1.0) / mp
+    fe = expert_fraction(sh)
+    wd, gd, od = (sharded(X, fe, g, stage, xp) for X, stage in ((W, 3), (G, 2), (O, 1)))
+    dp = g.dp
     act, logits = activations(spec, g, acts, xp)
     off = g.offload == OFF_OPTIMIZER
     resident = wd + gd + xp.where(off, 0.0, od) + act + logits

@@ -13,6 +13,8 @@ Search space (memory.hierarchy says what each architecture allows; docs/predict.
 - ZeRO / FSDP stage 0-3 (only with dp > 1; with pp > 1 at most 1, as DeepSpeed and Megatron's
   distributed optimizer allow); recompute none | selective | full;
 - micro-batch: every divisor of the per-replica batch (grad-accum = the rest);
+- ep (MoE models): divides the routed experts and the dp replicas (expert parallelism inside data
+  parallelism, moe.py); 1 for dense models and weight streaming;
 - offload: optimizer state to the lower tier, or the weights too = weight streaming (tp = pp = 1).
 Objectives: time (step time), devices (fewest devices <= --devices, then time), energy (J per
 token: power_w x devices x step / tokens), cost (USD per token: price_per_device_hour_usd).
@@ -40,7 +42,7 @@ TIE = 0.01
 SMALL = 256
 #: the largest device count the fewest-devices search tries (beyond a wafer cluster's own limit)
 MAX_DEVICES = 1 << 16
-FIELDS = ("devices", "tp", "pp", "micro_batch", "zero", "recompute", "offload")
+FIELDS = ("devices", "tp", "pp", "micro_batch", "zero", "recompute", "offload", "ep")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +73,7 @@ class Plan:
         w = self.workload
         return w.with_(devices=L["devices"], micro_batch=L["micro_batch"],
                        grad_accum=w.batch // (dp * L["micro_batch"]), tp=L["tp"], pp=L["pp"], zero=L["zero"],
-                       recompute=RECOMPUTE[L["recompute"]], offload=off,
+                       recompute=RECOMPUTE[L["recompute"]], offload=off, ep=L["ep"],
                        mode="weight_streaming" if off == "weights" else "resident")
 
     def best(self) -> Workload:
@@ -83,7 +85,7 @@ def layout_text(w) -> str:
     resolved workload (weight streaming stands for offloaded weights)."""
     lay = w.layout
     dp = w.devices // ((lay.tp or 1) * (lay.pp or 1))
-    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}"]
+    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}" + (f" (ep {lay.ep})" if (lay.ep or 1) > 1 else "")]
     if lay.zero is not None:
         parts.append(f"ZeRO {lay.zero}")
     if lay.recompute is not None:
@@ -138,6 +140,26 @@ def micro_options(w: Workload, per_replica: int) -> list[int]:
     return _divisors(per_replica)
 
 
+def check_ep_given(spec, ep) -> None:
+    """BadInput for an --ep the model cannot take (dense model, not dividing the experts)."""
+    if ep is None or ep == 1:
+        return
+    if not spec.is_moe:
+        raise BadInput(f"--ep {ep}: {spec.name} has no routed experts (expert parallelism needs a MoE model)")
+    if spec.n_experts % ep:
+        raise BadInput(f"--ep {ep} must divide {spec.name}'s {spec.n_experts} routed experts")
+
+
+def ep_options(spec, lay, dp: int, off: int) -> list[int]:
+    """Expert-parallel degrees: divisors of the routed experts that divide the dp replicas (EP
+    inside DP); 1 for a dense model or weight streaming."""
+    if lay.ep is not None:
+        return [lay.ep] if dp % lay.ep == 0 and (lay.ep == 1 or off != OFF_WEIGHTS) else []
+    if not spec.is_moe or off == OFF_WEIGHTS:
+        return [1]
+    return [e for e in _divisors(spec.n_experts) if dp % e == 0]
+
+
 def zero_options(h, lay, dp: int, pp: int, off: int) -> list[int]:
     if lay.zero is not None:
         return [lay.zero]
@@ -161,12 +183,13 @@ def layouts(spec, hw, w: Workload, counts) -> dict:
         for off in offs:
             if off == OFF_WEIGHTS and tp * pp > 1:
                 continue
-            combos = list(itertools.product(mbs, zero_options(h, lay, dp, pp, off), rcs))
+            combos = list(itertools.product(mbs, zero_options(h, lay, dp, pp, off), rcs,
+                                            ep_options(spec, lay, dp, off)))
             if combos:
                 k = len(combos)
                 for name, v in (("devices", n), ("tp", tp), ("pp", pp), ("offload", off)):
                     cols[name] += [v] * k
-                for name, v in zip(("micro_batch", "zero", "recompute"), zip(*combos)):
+                for name, v in zip(("micro_batch", "zero", "recompute", "ep"), zip(*combos)):
                     cols[name] += v
     return cols
 
@@ -211,7 +234,8 @@ def unknown(hw, objective: str) -> str:
 def rank(hw, r: dict, L: dict, objective: str) -> list[int]:
     """Indices of the layouts that fit, best first: in bands of TIE from the best score (per device
     count for `devices`, fewest first); within a band the simpler layout (no offload, less
-    recompute, lower ZeRO, smaller tp x pp, fewer devices), then the better score."""
+    recompute, lower ZeRO, smaller tp x pp, less expert parallelism, fewer devices), then the
+    better score."""
     ok = [i for i, f in enumerate(_list(r["fits"])) if f]
     if not ok:
         return []
@@ -225,7 +249,7 @@ def rank(hw, r: dict, L: dict, objective: str) -> list[int]:
     def key(i):
         band = math.floor(math.log(s[i] / best[group(i)]) / math.log1p(TIE) + 1e-9)
         return (group(i), band, L["offload"][i], L["recompute"][i], L["zero"][i], L["tp"][i] * L["pp"][i],
-                L["devices"][i], s[i])
+                L["ep"][i], L["devices"][i], s[i])
     return sorted(ok, key=key)
 
 
@@ -239,6 +263,7 @@ def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=N
     if objective not in OBJECTIVES:
         raise BadInput(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     p = params if params is not None else resolve_params(hw)
+    check_ep_given(spec, w.layout.ep)
     L = layouts(spec, hw, w, counts or [w.devices])
     r = evaluate(spec, hw, w, L, p)
     return Plan(workload=w, layouts=L, metrics=r, order=rank(hw, r, L, objective), objective=objective,

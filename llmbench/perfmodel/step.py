@@ -19,8 +19,9 @@ from llmbench.models.counting import activation_bytes_per_layer, training_flops
 from ._xp import is_scalar
 from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
 from .memory import hierarchy, memory_use, swarm_depth
+from .moe import ep_time_s, mlp_forward
 from .params import gemm_efficiency
-from .shapes import shape
+from .shapes import params_per_device, shape
 
 OPT_BYTES_PER_PARAM = 28.0  # Adam: read grad, master, m, v (2+4+4+4); write master, m, v, weight (4+4+4+2)
 
@@ -59,10 +60,12 @@ class Micro:
     """tensor-parallel all-reduces (Megatron: 2 forward, 2 backward per layer, +2 with full recompute)"""
     pp_s: Any
     """pipeline send/receive of the boundary activations"""
+    ep_s: Any = 0.0
+    """expert-parallel all-to-alls (moe.py: dispatch and combine, forward and backward)"""
 
     @property
     def total_s(self):
-        return self.compute_s + self.memory_s + self.tp_s + self.pp_s
+        return self.compute_s + self.memory_s + self.tp_s + self.pp_s + self.ep_s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,8 +148,9 @@ def _roof(flops, nbytes, peak, eff, bw, xp):
     return xp.where(tc >= tm, tc, 0.0), xp.where(tc < tm, tm, 0.0)
 
 
-def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp):
-    """(compute-bound s, memory-bound s, attention-core s) of one layer's forward on one device."""
+def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0):
+    """(compute-bound s, memory-bound s, attention-core s) of one layer's forward on one device
+    (a MoE model: its MLP part per layer on average, moe.mlp_forward, ep the expert parallelism)."""
     n = b * T
     comp = xp.zeros_like(n)
     mem = xp.zeros_like(n)
@@ -161,6 +165,9 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp):
                  peak, gemm_efficiency(T, T, sh.hd, p, xp), bw, xp)
     attn = c + m
     comp, mem = comp + c, mem + m
+    if sh.moe is not None:
+        c, m = mlp_forward(sh, n, tp, ep, p, peak, bw, xp)
+        comp, mem = comp + c, mem + m
     mem = mem + n * sh.ew_bytes_tok / tp / bw + p["layer_overhead_s"]
     return comp, mem, attn
 
@@ -186,7 +193,7 @@ def ring(nbytes, group, bw, lat, net, xp):
 def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp) -> Micro:
     """One micro-batch on one pipeline stage: roofline per op, recompute, TP and PP traffic."""
     L, PP, TP, b, T = sh.L, g.pp, g.tp, g.micro_batch, g.seq
-    lc, lm, la = layer_forward(sh, b, T, TP, p, peak, bw, sf, wf, xp)
+    lc, lm, la = layer_forward(sh, b, T, TP, p, peak, bw, sf, wf, xp, g.ep)
     hc, hm = head_forward(sh, b, T, TP, p, peak, bw, xp)
     fwd_c, fwd_m = (L * lc + hc) / PP, (L * lm + hm) / PP
     full, sel = g.recompute == FULL, g.recompute == SELECTIVE
@@ -199,13 +206,13 @@ def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp) -> Micro:
     tp_s = L / PP * n_ar * ring(act_bytes, TP, lk.intra_bytes_per_s, lk.latency_s, p["network"], xp)
     pp_s = xp.where(PP > 1, 2.0 * act_bytes / TP / (lk.span_bytes_per_s * p["network"]) + 2 * lk.latency_s, 0.0)
     return Micro(compute_s=comp, memory_s=mem, fwd_s=fwd_c + fwd_m, bwd_s=2.0 * (fwd_c + fwd_m),
-                 tp_s=tp_s, pp_s=pp_s)
+                 tp_s=tp_s, pp_s=pp_s, ep_s=ep_time_s(sh, g, hw, p, xp))
 
 
 def resident_step(sh, g: Grid, mi: Micro, hw, p, bw, xp) -> Step:
     """Weights on the device: pipeline (1F1B bubble), gradient all-reduce overlapped with the last
     backward, ZeRO-3 weight gathers, optimizer on the device or (offload) in the lower tier."""
-    m, dp, shard = g.micro_steps, g.dp, float(sh.params) / (g.tp * g.pp)
+    m, dp, shard = g.micro_steps, g.dp, params_per_device(sh, g)
     lk = links(hw, g.devices, xp)
     t_micro = mi.total_s
     gs = 4.0 if sh.s >= 4 else sh.s
@@ -221,7 +228,7 @@ def resident_step(sh, g: Grid, mi: Micro, hw, p, bw, xp) -> Step:
     if hier.weights_from_resident:  # RDU: weights in from DDR per micro-batch (fwd, bwd), gradients out
         fetch = 3.0 * shard * sh.s / (hier.link_bytes_per_s * p["stream"])
         t_moved, exp_moved = t_moved + m * fetch, exp_moved + m * xp.maximum(0.0, fetch - t_micro)
-    comm = m * (mi.tp_s + mi.pp_s)
+    comm = m * (mi.tp_s + mi.pp_s + mi.ep_s)
     return Step(step_time_s=(m + g.pp - 1) * t_micro + exposed_dp + t_z3 + t_opt + exp_moved
                 + p["step_overhead_s"],
                 network_s=comm + t_ar + t_z3, exposed_s=comm + exposed_dp + t_z3 + bubble + exp_moved,

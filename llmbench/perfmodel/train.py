@@ -80,6 +80,7 @@ def check_layout(spec, hw, w: Workload) -> None:
         raise BadInput(f"devices ({n}) must be a multiple of tp x pp ({tp * pp})")
     if spec.n_heads % tp:
         raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads")
+    check_ep(spec, w)
     if pp > spec.n_layers:
         raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
     if spec.n_layers % pp:
@@ -96,6 +97,21 @@ def check_layout(spec, hw, w: Workload) -> None:
 
     check_devices(hw, n, lay)
     w.micro_steps(n // (tp * pp))
+
+
+def check_ep(spec, w: Workload) -> None:
+    """BadInput unless ep divides the routed experts and the dp replicas (dense models: ep 1)."""
+    ep, lay = w.layout.ep or 1, w.layout
+    if ep == 1:
+        return
+    if not spec.is_moe:
+        raise BadInput(f"--ep {ep}: {spec.name} has no routed experts (expert parallelism needs a MoE model)")
+    dp = w.devices // (lay.tp * lay.pp)
+    if spec.n_experts % ep or dp % ep:
+        raise BadInput(f"ep {ep} must divide {spec.name}'s {spec.n_experts} experts and the {dp} "
+                       "data-parallel replicas (expert parallelism runs inside data parallelism)")
+    if lay.mode == "weight_streaming":
+        raise BadInput("weight_streaming runs data parallel only; use --ep 1")
 
 
 def plain_layout(w: Workload, hw) -> Workload:
@@ -126,7 +142,7 @@ def predict_train(spec, hw, w: Workload | None = None, params=None, **legacy) ->
         raise BadInput(f"give a Workload or keywords, not both ({', '.join(legacy)})")
     w = _defaults(w, hw)
     p = params if params is not None else resolve_params(hw)
-    if open_knobs(w):
+    if open_knobs(w, spec):
         from .plan import plan
 
         w = plan(spec, hw, w, p).best()
@@ -137,9 +153,11 @@ def predict_train(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     return prediction(w, r, hw)
 
 
-def open_knobs(w: Workload) -> list[str]:
-    """The layout knobs of `w` left to the planner."""
-    out = [k for k, v in w.layout.to_dict().items() if v is None]
+def open_knobs(w: Workload, spec=None) -> list[str]:
+    """The layout knobs of `w` left to the planner (ep only for a MoE `spec`: dense models run ep 1)."""
+    out = [k for k, v in w.layout.to_dict().items() if v is None and k != "ep"]
+    if w.layout.ep is None and spec is not None and spec.is_moe:
+        out.append("ep")
     if w.micro_batch is None and w.grad_accum is None:
         out.append("micro_batch")
     return out
