@@ -24,7 +24,7 @@ from llmbench.point import Workload
 from ._xp import Scalar as xp
 from .params import gemm_efficiency, resolve_params
 from .shapes import shape
-from .step import head_forward, layer_forward, peak_flops
+from .step import gemm_peak, head_forward, layer_forward
 
 MODES = ("auto", "resident", "sram_pipeline")
 USABLE = 0.9  # share of device memory for weights + KV cache (the rest: activations, runtime)
@@ -108,8 +108,8 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     mode = w.layout.mode or hw.default_mode_infer
     mode = "resident" if mode == "weight_streaming" else mode
     sh = shape(spec, precision)
-    s = Serve(spec=spec, hw=hw, sh=sh, p=params if params is not None else resolve_params(hw),
-              peak=peak_flops(hw, precision), mode=mode, encoder=encoder, weights_bytes=sh.params * sh.s,
+    p = params if params is not None else resolve_params(hw)
+    s = Serve(spec=spec, hw=hw, sh=sh, p=p, peak=gemm_peak(hw, precision, p), mode=mode, encoder=encoder, weights_bytes=sh.params * sh.s,
               kv_bytes_per_token=0.0 if encoder else kv_cache_bytes_per_token(spec, precision))
     tp = w.layout.tp
     if tp and (spec.n_heads % tp or (w.devices and w.devices % tp)):

@@ -28,6 +28,9 @@ PARAMS: dict[str, tuple[float, str]] = {
     "step_overhead_s": (0.0, "fixed time per optimizer step (host, data loader, launch)"),
     "infer_overhead_s": (0.0, "fixed time per inference request (host I/O)"),
     "token_layer_latency_s": (0.0, "per-layer latency of one generated token (fabric traversal)"),
+    "lowp_gemm": (0.7, "fp8/fp4: share of the low-precision peak's gain over bf16 that GEMMs realise "
+                       "(scaling, casts, amax history: Transformer Engine); attention and the LM head "
+                       "run at the bf16 peak (step.gemm_peak)"),
     "optimizer_bytes_per_s": (0.0, "bandwidth of the optimizer update when it runs off-device "
                                    "(MemoryX); 0 = 4x the streaming link"),
 }

@@ -315,17 +315,81 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
-def run(params: dict | None = None) -> dict:
+def fit_points() -> list[dict]:
+    """Numeric rows of one hardware each (cross-system ratios are predicted, never fitted)."""
+    return [{**row, "range": rng} for row in published_rows()
+            if (rng := parse_value(row["value"])) is not None and " " not in row["system"]]
+
+
+def out_of_sample(rows: list[dict]) -> dict:
+    """Fit the pooled profiles (pooled.py) on every row (in-sample) and once per source without
+    it (leave-one-source-out); adds in_sample_* and loso_* to each row; returns the summaries."""
+    from . import pooled
+
+    pts = fit_points()
+    lin = pooled.linearise(pts, predict_row)
+    fitted, by_source = pooled.folds(lin)
+    src_of = {row["id"]: row["source"] for row in published_rows()}
+    for r in rows:
+        rng = parse_value(r["published"])
+        fold = by_source.get(src_of[r["id"]], fitted)
+        r["source"] = src_of[r["id"]]
+        for key, fit in (("in_sample", fitted), ("loso", fold)):
+            pred = _try(r, pooled.full(lin, fit))
+            r[f"{key}_predicted"] = pred
+            r[f"{key}_error"] = error(pred, *rng) if pred is not None and math.isfinite(pred) else None
+    return {"in_sample": spread(rows, "in_sample_error"), "leave_one_source_out": spread(rows, "loso_error"),
+            "fitted": fitted, "by_hardware": by_hardware(rows)}
+
+
+def _try(r: dict, params: dict) -> float | None:
+    row = _ROWS_BY_ID()[r["id"]]
+    try:
+        return predict_row(row, params)
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _ROWS_BY_ID() -> dict:  # noqa: N802
+    return {r["id"]: r for r in published_rows()}
+
+
+def spread(rows: list[dict], key: str) -> dict:
+    """median and mean |error|, share of rows beyond 50%, rows counted (None: no prediction)."""
+    e = np.abs([r[key] for r in rows if r.get(key) is not None])
+    n = len(e)
+    return {"rows": n, "unpredicted": sum(r.get(key) is None for r in rows),
+            "median_abs_error": float(np.median(e)) if n else None,
+            "mean_abs_error": float(np.mean(e)) if n else None,
+            "share_beyond_50pct": float(np.mean(e > 0.5)) if n else None}
+
+
+def by_hardware(rows: list[dict]) -> dict:
+    out = {}
+    for sysname in sorted({r["system"] for r in rows}):
+        rs = [r for r in rows if r["system"] == sysname]
+        out[sysname] = {"rows": len(rs), "sources": len({r["source"] for r in rs}),
+                        "raw": spread(rs, "error"), "in_sample": spread(rs, "in_sample_error"),
+                        "leave_one_source_out": spread(rs, "loso_error")}
+    return out
+
+
+def run(params: dict | None = None, loso: bool = True) -> dict:
+    """rows (prior-profile `predicted`/`error`, then in-sample and leave-one-source-out fits),
+    per-hardware and overall summaries, trends."""
     from .trends import trend_checks
 
     rows = numeric_rows(params)
+    oos = out_of_sample(rows) if loso else {}
     trends = trend_checks(params)
     n_ok = sum(r["within_tolerance"] for r in rows)
     meg = summary(rows).get("megatron-table1", {})
-    return {"rows": rows, "summary": summary(rows), "trends": trends,
+    return {"rows": rows, "summary": summary(rows), "trends": trends, **oos,
+            "sources": len({r["source"] for r in published_rows()}),
             "numeric_within_tolerance": n_ok, "numeric_rows": len(rows),
+            "refused": [r["id"] for r in rows if r["predicted"] is None],
             "trends_passed": sum(t["passed"] for t in trends), "trends_total": len(trends),
             "megatron_mean_abs_error": meg.get("mean_abs_error"),
             "megatron_within_tolerance": meg.get("mean_abs_error", 1.0) <= TOL_MEGATRON,
             "tolerances": {"numeric": TOL_NUMERIC, "megatron_mean": TOL_MEGATRON}}
-
