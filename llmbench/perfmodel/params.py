@@ -53,11 +53,21 @@ def defaults(kind: str = "gpu") -> dict[str, float]:
     return out
 
 
+def profile_dirs() -> list[Path]:
+    """Where profiles are read, first match wins: $LLMBENCH_PROFILES, else $LLMBENCH_HOME/profiles
+    (where `llmbench calibrate --published` writes), then the shipped profiles/."""
+    user = os.environ.get("LLMBENCH_PROFILES")
+    if user:
+        return [Path(user).expanduser(), PROFILE_DIR]
+    from llmbench.hardware.spec import llmbench_home
+
+    return [llmbench_home() / "profiles", PROFILE_DIR]
+
+
 @lru_cache(maxsize=64)
 def load_profile(name: str) -> dict:
-    """The calibrated profile of one hardware ({} when none exists)."""
-    user = os.environ.get("LLMBENCH_PROFILES")
-    for d in ([Path(user)] if user else []) + [PROFILE_DIR]:
+    """The calibrated profile of one hardware ({} when none exists): profile_dirs() in order."""
+    for d in profile_dirs():
         path = d / f"{name}.json"
         if path.exists():
             try:
@@ -70,8 +80,7 @@ def load_profile(name: str) -> dict:
 def resolve_params(hw, override: dict | None = None, use_profile: bool = True) -> dict[str, float]:
     """defaults(kind) <- hw.efficiency (catalog priors) <- profile <- override.
 
-    The profile is $LLMBENCH_PROFILES/<name>.json when that exists (a user's calibration), else the
-    shipped profiles/<name>.json."""
+    The profile is the first <name>.json of profile_dirs(): a user's calibration, else the shipped one."""
     out = defaults(hw.kind)
     out.update({k: float(v) for k, v in (hw.efficiency or {}).items() if k in PARAMS})
     if use_profile:
