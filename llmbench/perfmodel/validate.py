@@ -171,19 +171,33 @@ def _infer(w: Workload, params: dict | None, offline: bool = False):
     w = w.with_(suite="infer", zero=None, recompute=None)
     p = params.get(h.name) if params else None
     spec = row_spec(w)
-    if not offline:
-        return predict_infer(spec, h, w, p)
-    best = None
-    for b in OFFLINE_BATCHES:
-        try:
-            r = predict_infer(spec, h, w.with_(batch=b), p)
-        except ValueError:
-            continue
-        if r.fits and (best is None or r.tokens_per_s > best.tokens_per_s):
-            best = r
-    if best is None:
-        raise BadInput(f"{spec.name} fits no batch on {w.devices} x {h.name}")
-    return best
+    if offline:
+        w = w.with_(batch=offline_batch(spec, h, w))
+    return predict_infer(spec, h, w, p)
+
+
+#: offline batches chosen (workload repr -> batch), under the prior parameters, like _LAYOUTS
+_BATCHES: dict[str, int] = {}
+
+
+def offline_batch(spec, h, w: Workload) -> int:
+    """The batch of OFFLINE_BATCHES with the most tokens/s whose weights + KV cache fit."""
+    from .params import resolve_params
+
+    key = repr(w)
+    if key not in _BATCHES:
+        p, best = resolve_params(h, use_profile=False), None
+        for b in OFFLINE_BATCHES:
+            try:
+                r = predict_infer(spec, h, w.with_(batch=b), p)
+            except ValueError:
+                continue
+            if r.fits and (best is None or r.tokens_per_s > best[1]):
+                best = (b, r.tokens_per_s)
+        if best is None:
+            raise BadInput(f"{spec.name} fits no batch on {w.devices} x {h.name}")
+        _BATCHES[key] = best[0]
+    return _BATCHES[key]
 
 
 def _per_replica(w: Workload, batch: int, devices: int) -> Workload:
