@@ -24,7 +24,7 @@ from llmbench.point import Workload
 from ._xp import Scalar as xp
 from .params import gemm_efficiency, resolve_params
 from .shapes import shape
-from .step import gemm_peak, head_forward, layer_forward
+from .step import gemm_peak, head_forward, layer_forward, ring
 
 MODES = ("auto", "resident", "sram_pipeline")
 USABLE = 0.9  # share of device memory for weights + KV cache (the rest: activations, runtime)
@@ -242,8 +242,7 @@ def _tp_allreduce(sh, tokens, tp, hw, p):
         return 0.0
     ic = hw.interconnect
     size = tokens * sh.d * sh.s
-    return sh.L * 2 * (2.0 * (tp - 1) / tp * size / (ic.bandwidth_bytes_per_s * p["network"])
-                       + 2 * (tp - 1) * ic.latency_s)
+    return sh.L * 2 * ring(size, float(tp), ic.bandwidth_bytes_per_s, ic.latency_s, p["network"], xp)
 
 
 def sram_wafers(W, kv, cap):

@@ -200,9 +200,14 @@ def head_forward(sh, b, T, tp, p, peak, bw, xp):
 
 
 def ring(nbytes, group, bw, lat, net, xp):
-    """Ring all-reduce time: 2(g-1)/g x bytes at the link bandwidth x efficiency, 2(g-1) hops."""
+    """All-reduce time, the faster of a ring (2(g-1)/g x bytes at the link bandwidth x efficiency,
+    2(g-1) latency hops) and a one-shot all-reduce (each device reads the g-1 peers' buffers over
+    its links at once: (g-1) x bytes, 2 latency hops), which small messages use inside a node:
+    NCCL's LL protocols, vLLM's and TensorRT-LLM's custom one-shot all-reduce for decode."""
     g = xp.maximum(group, 1.0)
-    return xp.where(g > 1, 2.0 * (g - 1) / g * nbytes / (bw * net) + 2.0 * (g - 1) * lat, 0.0)
+    ring_s = 2.0 * (g - 1) / g * nbytes / (bw * net) + 2.0 * (g - 1) * lat
+    one_s = (g - 1) * nbytes / (bw * net) + 2.0 * lat
+    return xp.where(g > 1, xp.minimum(ring_s, one_s), 0.0)
 
 
 def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp, peak_attn=None) -> Micro:

@@ -59,6 +59,11 @@ ASSUME: dict[str, dict] = {
                  "mlperf41-amd-8xmi300x-server-ttft", "mlperf41-amd-8xmi300x-server-tpot",
                  "mlperf41-nv-8xh200-offline", "mlperf41-nv-8xh200-server", "mlperf41-nv-8xh100-offline",
                  "mlperf41-nv-8xh200-server-ttft")},
+    **{k: {"prompt_len": 512, "gen_len": 292, "precision": "fp8",
+           "note": "as the AMD rows; fp8 assumed (NVIDIA's closed llama2-70b submissions quantise to FP8 "
+                   "with TensorRT-LLM; the result files do not state it)"}
+       for k in ("mlperf41-nv-8xh200-offline", "mlperf41-nv-8xh200-server", "mlperf41-nv-8xh100-offline",
+                 "mlperf41-nv-8xh200-server-ttft")},
 }
 
 
@@ -85,7 +90,7 @@ def parse_value(v: str) -> tuple[float, float] | None:
 
 
 #: ASSUME keys that are Workload fields (prompt_len is the inference seq_len)
-_ROW_FIELDS = ("model", "batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero", "recompute",
+_ROW_FIELDS = ("model", "precision", "batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero", "recompute",
                "grad_accum", "micro_batch")
 _INT_COLS = ("batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero", "grad_accum", "micro_batch")
 #: metrics predicted as ratios of runs a paper describes per device (Emani et al.): plain layouts
@@ -248,8 +253,10 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     metric = row["metric"]
     if metric == "devices_needed":
         return float(_infer(w.with_(devices=None), params).devices)
-    r = _infer(w, params, offline=not row["batch"] and "batch" not in ASSUME.get(row["id"], {}))
-    return getattr(r, metric)
+    open_batch = not row["batch"] and "batch" not in ASSUME.get(row["id"], {})
+    if metric == "time_to_first_token_s" and open_batch:  # a server's request: its own prefill
+        return _infer(w.with_(batch=1), params).time_to_first_token_s  # (queueing not modelled)
+    return getattr(_infer(w, params, offline=open_batch), metric)
 
 
 #: the metrics predict_row knows how to predict
