@@ -31,7 +31,7 @@ def test_pooled_fit_moves_the_parameter_the_rows_need():
     J = np.zeros((n, len(pooled.SIGMA)))
     J[:, 0] = -1.0  # log prediction falls as compute_max rises (time ~ 1 / efficiency)
     lin = _linear(["h100-sxm"] * 6 + ["a100-80gb"] * 6, ["s1"] * 6 + ["s2"] * 6, J, {"compute_max": 0.2})
-    fit = pooled.solve(lin, np.ones(n, dtype=bool))
+    fit, _ = pooled.solve(lin, np.ones(n, dtype=bool))
     for h in ("h100-sxm", "a100-80gb"):  # the rows say: e^0.2 = 22% more efficient than the prior
         ratio = fit[h]["compute_max"] / lin.priors[h]["compute_max"]
         assert 1.15 < ratio < 1.23  # the ridge prior shrinks a little
@@ -56,7 +56,7 @@ def test_huber_keeps_one_wild_row_from_dragging_the_fit():
     J[:, 0] = -1.0
     lin = _linear(["h100-sxm"] * n, ["s"] * n, J, {})
     lin.r0[0] = 3.0  # one row 20x off
-    fit = pooled.solve(lin, np.ones(n, dtype=bool))
+    fit, _ = pooled.solve(lin, np.ones(n, dtype=bool))
     assert abs(np.log(fit["h100-sxm"]["compute_max"] / lin.priors["h100-sxm"]["compute_max"])) < 0.1
 
 

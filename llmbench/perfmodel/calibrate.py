@@ -196,7 +196,7 @@ def calibrate_published(write: bool = True, only: str | None = None, ship: bool 
     folder = profile_dir(ship) if write else None
     pts = fit_points()
     lin = pooled.linearise(pts, predict_row)
-    fitted, by_source = pooled.folds(lin)
+    fitted, by_source = pooled.folds(lin, pts, predict_row)
     reports = []
     for hw_name in sorted(lin.priors):
         if only and hw_name != only:

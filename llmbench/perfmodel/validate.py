@@ -349,7 +349,7 @@ def out_of_sample(rows: list[dict]) -> dict:
 
     pts = fit_points()
     lin = pooled.linearise(pts, predict_row)
-    fitted, by_source = pooled.folds(lin)
+    fitted, by_source = pooled.folds(lin, pts, predict_row)
     src_of = {row["id"]: row["source"] for row in published_rows()}
     for r in rows:
         rng = parse_value(r["published"])
