@@ -203,7 +203,7 @@ def calibrate_published(write: bool = True, only: str | None = None, ship: bool 
             continue
         mine = [pt for pt in pts if pt["system"] == hw_name]
         rep = {"hardware": hw_name, "points": len(mine), "point_ids": [pt["id"] for pt in mine],
-               "status": "pooled fit: shared + kind + hardware parts (ridge), leave-one-source-out checked",
+               "status": "pooled fit (shared + kind + hardware)",
                "fitted": sorted(fitted[hw_name]), "params": fitted[hw_name], "inherited_from": None,
                "fit_mean_abs_error": _mean_err(mine, pooled.full(lin, fitted)),
                "loo_mean_abs_error": _mean_err(mine, None, lin, by_source)}

@@ -176,8 +176,9 @@ def calibrate_cmd(a) -> None:
         loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
         fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
         kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"] else "prior error")
+        held = "leave-one-source-out" if r["status"].startswith("pooled") else "leave-one-out"
         print(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<44} "
-              f"{kind} {r['fit_mean_abs_error']:.1%}  leave-one-out {loo}  [{fitted}]")
+              f"{kind} {r['fit_mean_abs_error']:.1%}  {held} {loo}  [{fitted}]")
         if r.get("written"):
             print(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
 
