@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from llmbench.hardware import get_hardware
 from llmbench.models import get_model

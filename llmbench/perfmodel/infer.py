@@ -109,7 +109,8 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     mode = "resident" if mode == "weight_streaming" else mode
     sh = shape(spec, precision)
     p = params if params is not None else resolve_params(hw)
-    s = Serve(spec=spec, hw=hw, sh=sh, p=p, peak=gemm_peak(hw, precision, p), mode=mode, encoder=encoder, weights_bytes=sh.params * sh.s,
+    s = Serve(spec=spec, hw=hw, sh=sh, p=p, peak=gemm_peak(hw, precision, p), mode=mode, encoder=encoder,
+              weights_bytes=sh.params * sh.s,
               kv_bytes_per_token=0.0 if encoder else kv_cache_bytes_per_token(spec, precision))
     tp = w.layout.tp
     if tp and (spec.n_heads % tp or (w.devices and w.devices % tp)):
