@@ -1,10 +1,14 @@
-"""Validation against llmbench/reference/published.csv: every numeric row predicted, trends checked.
+"""Validation against llmbench/reference/published_v2.csv: every numeric row predicted with the
+shipped profiles, with the pooled fit on all rows (in-sample) and with the pooled fit on all rows
+but its own source's (leave-one-source-out, pooled.py); trends checked.
 
-    llmbench validate [--json]
+    llmbench validate [--json]        # ~6 s CPU alone; --json: rows, leave_one_source_out, in_sample
 
-Where a row leaves a setting open (batch, parallelism), ASSUME says what is used and why; the
-assumption is printed next to the row. Tolerances: TOL_NUMERIC for numeric rows, TOL_MEGATRON
-(mean abs error) for Megatron Table 1.
+A row is a Workload with the layout columns its source states (row_workload); knobs it leaves open
+are the planner's (planned), chosen once under the prior parameters. Where a row leaves a setting
+the planner cannot choose (batch of a per-device study, prompt length), ASSUME says what is used and
+why; the assumption is printed next to the row. Tolerances of the shipped-profile check:
+TOL_NUMERIC for numeric rows, TOL_MEGATRON (mean abs error) for Megatron Table 1.
 """
 from __future__ import annotations
 
