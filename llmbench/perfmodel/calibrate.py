@@ -191,12 +191,10 @@ def calibrate_published(write: bool = True, only: str | None = None, ship: bool 
     hardware's rows. write: save each profile to profile_dir(ship) (report["written"]); ship=True:
     the shipped ones, from a checkout only."""
     from . import pooled
-    from .validate import fit_points, predict_row
+    from .validate import pooled_fit
 
     folder = profile_dir(ship) if write else None
-    pts = fit_points()
-    lin = pooled.linearise(pts, predict_row)
-    fitted, by_source = pooled.folds(lin, pts, predict_row)
+    pts, lin, fitted, by_source = pooled_fit()
     reports = []
     for hw_name in sorted(lin.priors):
         if only and hw_name != only:

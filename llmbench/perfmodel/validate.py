@@ -346,14 +346,29 @@ def fit_points() -> list[dict]:
             if (rng := parse_value(row["value"])) is not None and " " not in row["system"]]
 
 
+_FITS: dict = {}
+
+
+def pooled_fit():
+    """(points, linearisation, fit on all, {source: fit without it}) of fit_points(), computed once
+    per process for a given set of rows (validate and calibrate --published share it)."""
+    from . import pooled
+
+    pts = fit_points()
+    key = tuple(pt["id"] for pt in pts)
+    if key not in _FITS:
+        lin = pooled.linearise(pts, predict_row)
+        _FITS.clear()
+        _FITS[key] = (pts, lin, *pooled.folds(lin, pts, predict_row))
+    return _FITS[key]
+
+
 def out_of_sample(rows: list[dict]) -> dict:
     """Fit the pooled profiles (pooled.py) on every row (in-sample) and once per source without
     it (leave-one-source-out); adds in_sample_* and loso_* to each row; returns the summaries."""
     from . import pooled
 
-    pts = fit_points()
-    lin = pooled.linearise(pts, predict_row)
-    fitted, by_source = pooled.folds(lin, pts, predict_row)
+    pts, lin, fitted, by_source = pooled_fit()
     src_of = {row["id"]: row["source"] for row in published_rows()}
     for r in rows:
         rng = parse_value(r["published"])
