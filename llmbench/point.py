@@ -25,7 +25,7 @@ from llmbench.errors import BadInput
 # ---------------------------------------------------------------- precisions
 
 #: bytes per element of each precision (cbf16: Cerebras bf16 with fp32 accumulation)
-PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "cbf16": 2.0, "fp8": 1.0}
+PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "cbf16": 2.0, "fp8": 1.0, "fp4": 0.5}
 PRECISIONS = tuple(PRECISION_BYTES)
 #: what a device trains in when the user does not say, first that its datasheet has a peak for
 TRAIN_PRECISION_ORDER = ("bf16", "fp16", "fp32")

@@ -270,7 +270,9 @@ def test_infer_decode_is_memory_bound_and_batch_helps():
     t_weights = 2 * 6.74e9 / (2e12 * defaults("gpu")["memory"])
     assert 1 / d["decode_tokens_per_s_per_seq"] == pytest.approx(t_weights, rel=0.2)
     many = infer(spec, hw, batch=32, prompt_len=512, gen_len=128)
-    assert many.tokens_per_s > 10 * one.tokens_per_s
+    # decode: 32 sequences per weight read; tokens_per_s counts the prefill time too (request time)
+    assert 32 * many.decode_tokens_per_s_per_seq > 10 * one.decode_tokens_per_s_per_seq
+    assert many.tokens_per_s > 5 * one.tokens_per_s
     assert many.kv_cache_bytes == pytest.approx(32 * 640 * kv_cache_bytes_per_token(spec))
     assert many.time_to_first_token_s > one.time_to_first_token_s
 

@@ -128,7 +128,6 @@ def test_layout_multiplies_out_to_devices_and_batch():
 def test_needed_models_build_and_cite_a_source():
     for name, r in NEEDED.items():
         assert r["source"].strip(), name
-        assert name not in presets(), f"{name} is already a preset"
         spec = ModelSpec(name=name, family=r["family"], n_layers=int(r["n_layers"]), d_model=int(r["d_model"]),
                          n_heads=int(r["n_heads"]), n_kv_heads=int(r["n_kv_heads"]), d_ff=int(r["d_ff"]),
                          vocab_size=int(r["vocab_size"]), max_seq_len=int(r["max_seq_len"]),
@@ -136,6 +135,11 @@ def test_needed_models_build_and_cite_a_source():
                          tied_embeddings=r["tied_embeddings"] == "true")
         assert param_count(spec) > 0
         assert int(r["moe_experts"]) == int(r["moe_top_k"]) == 0
+        # the presets added for these rows (models/presets/{mpt,megatron_core,maxtext}.toml) agree
+        pre = presets()[name]  # (biases are the preset's: MaxText's Llama-2 decoder has none)
+        for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "activation", "norm",
+                  "position", "tied_embeddings"):
+            assert getattr(pre, f) == getattr(spec, f), (name, f)
 
 
 @pytest.mark.parametrize("name, seq, num_params", [

@@ -13,7 +13,7 @@ from llmbench.perfmodel import calibrate as cal
 from llmbench.perfmodel.params import PROFILE_DIR, load_profile
 from llmbench.perfmodel.train import predict_train
 
-HW = "h100-sxm"  # one published point: priors kept, no fit (fast)
+HW = "h100-sxm"  # the pooled fit runs on a subset of its rows (fixture `home`)
 
 
 def _shipped_digest():
@@ -22,6 +22,10 @@ def _shipped_digest():
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
+    from llmbench.perfmodel import validate
+
+    few = [pt for pt in validate.fit_points() if pt["source"].startswith("NVIDIA NeMo")]  # 7 h100 rows
+    monkeypatch.setattr(validate, "fit_points", lambda: few)  # the pooled fit on a subset: fast
     monkeypatch.setenv("LLMBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("LLMBENCH_PROFILES", raising=False)
     yield tmp_path / "home"
@@ -68,7 +72,7 @@ def test_ship_needs_a_source_checkout(home, tmp_path, monkeypatch):
     assert rep["written"] == str(src / "llmbench" / "perfmodel" / "profiles" / f"{HW}.json")
 
 
-def test_write_profile_to_a_missing_folder_is_one_line(tmp_path):
+def test_write_profile_to_a_missing_folder_is_one_line(tmp_path, home):
     (rep,) = cal.calibrate_published(write=False, only=HW)
     with pytest.raises(BadInput, match="cannot write the profile .*nope"):
         cal.write_profile(tmp_path / "nope" / "p.json", rep, "test")

@@ -31,7 +31,7 @@ from pathlib import Path
 from llmbench.errors import BadInput
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
-DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 TIER_ROLES = ("sram", "hbm", "dram", "external")
 MODES = ("resident", "weight_streaming", "sram_pipeline")
 KINDS = ("gpu", "tpu", "wafer", "rdu", "ipu", "hpu", "cpu")

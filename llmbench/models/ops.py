@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DTYPE_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "cbf16": 2.0, "fp8": 1.0}
+DTYPE_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "cbf16": 2.0, "fp8": 1.0, "fp4": 0.5}
 NORM_FLOPS = {"layernorm": 7, "rmsnorm": 4}
 ACT_FLOPS = {"gelu": 8, "swiglu": 5, "geglu": 9}
 """per hidden element: GELU (tanh form) 8; SiLU (4) * up (1) = 5; GELU * up = 9"""

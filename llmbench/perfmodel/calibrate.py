@@ -1,6 +1,6 @@
 """Calibration: fit a hardware's efficiency parameters by least squares on log error.
 
-    llmbench calibrate --published              # refit every profile from published.csv
+    llmbench calibrate --published              # the pooled fit on published_v2.csv (pooled.py)
     llmbench calibrate --hardware a100-80gb --from results.csv|results.db
 
 `calibrate_published` writes the fitted profiles to the user's profile folder
@@ -186,29 +186,50 @@ def profile_dir(ship: bool = False) -> Path:
 
 
 def calibrate_published(write: bool = True, only: str | None = None, ship: bool = False) -> list[dict]:
-    """Fit every hardware of published.csv (or `only` one). write: save each profile to
-    profile_dir(ship) (report["written"]); ship=True: the shipped ones, from a checkout only."""
-    from .validate import predict_row
+    """The pooled fit (pooled.py) on every published_v2.csv row, one profile per hardware with rows
+    (or `only` one); the error columns are the in-sample and the leave-one-source-out errors of that
+    hardware's rows. write: save each profile to profile_dir(ship) (report["written"]); ship=True:
+    the shipped ones, from a checkout only."""
+    from . import pooled
+    from .validate import pooled_fit
 
     folder = profile_dir(ship) if write else None
-
-    reports, done = [], {}
-    # hardware that may inherit a sibling's fit goes last, after its sibling
-    for hw_name, points in sorted(published_points().items(), key=lambda kv: (kv[0] in SAME_CHIP, kv[0])):
+    pts, lin, fitted, by_source = pooled_fit()
+    reports = []
+    for hw_name in sorted(lin.priors):
         if only and hw_name != only:
             continue
-        sib = SAME_CHIP.get(hw_name)
-        inherit = (sib, done[sib]["params"] if sib in done else load_profile(sib).get("params", {})) if sib else None
-        rep = calibrate_points(hw_name, points, predict_row, inherit)
-        done[hw_name] = rep
+        mine = [pt for pt in pts if pt["system"] == hw_name]
+        rep = {"hardware": hw_name, "points": len(mine), "point_ids": [pt["id"] for pt in mine],
+               "status": "pooled fit (shared + kind + hardware)",
+               "fitted": sorted(fitted[hw_name]), "params": fitted[hw_name], "inherited_from": None,
+               "fit_mean_abs_error": _mean_err(mine, pooled.full(lin, fitted)),
+               "loo_mean_abs_error": _mean_err(mine, None, lin, by_source)}
         if write:
             path = folder / f"{hw_name}.json"
             write_profile(path, rep, "llmbench calibrate --published "
-                          "(llmbench/reference/published.csv)", make_folder=not ship)
+                          "(llmbench/reference/published_v2.csv, pooled fit)", make_folder=not ship)
             rep["written"] = str(path)
         reports.append(rep)
     load_profile.cache_clear()
     return reports
+
+
+def _mean_err(points, params, lin=None, by_source=None) -> float | None:
+    """Mean |error| of points under params, or (by_source) each under its source's held-out fit."""
+    from . import pooled
+    from .validate import error, predict_row
+
+    errs = []
+    for pt in points:
+        p = params if by_source is None else pooled.full(lin, by_source[pt["source"]])
+        try:
+            v = predict_row(pt, p)
+        except ValueError:
+            continue
+        if v is not None and math.isfinite(v):
+            errs.append(abs(error(v, *pt["range"])))
+    return float(np.mean(errs)) if errs else None
 
 
 def write_profile(path: Path, rep: dict, source: str, make_folder: bool = False) -> None:

@@ -176,40 +176,50 @@ def calibrate_cmd(a) -> None:
         loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
         fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
         kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"] else "prior error")
+        held = "leave-one-source-out" if r["status"].startswith("pooled") else "leave-one-out"
         print(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<44} "
-              f"{kind} {r['fit_mean_abs_error']:.1%}  leave-one-out {loo}  [{fitted}]")
+              f"{kind} {r['fit_mean_abs_error']:.1%}  {held} {loo}  [{fitted}]")
         if r.get("written"):
             print(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
 
 
 def validate_cmd(a) -> None:
-    """Every numeric row of published.csv predicted vs published; per-system summary; trends pass/fail."""
+    """Every numeric row of published_v2.csv: predicted by the pooled fit on all rows (in-sample)
+    and on all rows but its source's (leave-one-source-out), per hardware and overall; trends."""
     from llmbench.perfmodel.validate import run
 
     res = run()
     if a.json:
         return emit_json(res)
-    print(f"{'id':<28} {'system':<20} {'metric':<28} {'published':>10} {'predicted':>11} {'error':>8}")
+    pct = lambda v: "-" if v is None else f"{v:+.0%}"  # noqa: E731
+    print(f"{'id':<42} {'system':<12} {'metric':<22} {'published':>11} {'in-sample':>10} {'error':>6} "
+          f"{'held out':>10} {'error':>6}")
     for r in res["rows"]:
-        pred = "-" if r["predicted"] is None else f"{r['predicted']:,.4g}"
-        err = r["problem"] or "-" if r["error"] is None else f"{r['error']:+.1%}"
-        flag = "" if r["within_tolerance"] else "  !"
-        print(f"{r['id']:<28} {r['system']:<20} {r['metric']:<28} {r['published']:>10} {pred:>11} {err:>8}{flag}")
-    print(f"\n{'system':<22} {'rows':>4} {'mean':>8} {'median':>8} {'max':>8}   (absolute error)")
-    for k, s in res["summary"].items():
-        print(f"{k:<22} {s['rows']:>4} {s['mean_abs_error']:>8.1%} {s['median_abs_error']:>8.1%} "
-              f"{s['max_abs_error']:>8.1%}")
-    print("\nassumptions (settings a row leaves open):")
+        f = lambda v: "-" if v is None else f"{v:,.4g}"  # noqa: E731
+        print(f"{r['id'][:42]:<42} {r['system'][:12]:<12} {r['metric'][:22]:<22} {r['published'][:11]:>11} "
+              f"{f(r.get('in_sample_predicted')):>10} {pct(r.get('in_sample_error')):>6} "
+              f"{f(r.get('loso_predicted')):>10} {pct(r.get('loso_error')):>6}"
+              + (f"  refused: {r['problem'][:90]}" if r["problem"] else ""))
+    print(f"\n{'system':<22} {'rows':>4} {'sources':>7}   median |error|: {'in-sample':>9} {'held out':>9}   "
+          "share > 50%: in-sample, held out")
+    rows = list(res["by_hardware"].items()) + [("overall", {**res, "rows": res["in_sample"]["rows"]})]
+    for k, s in rows:
+        i_, o_ = s["in_sample"], s["leave_one_source_out"]
+        m = lambda d, key: "-" if d[key] is None else f"{d[key]:.1%}"  # noqa: E731
+        print(f"{k[:22]:<22} {s['rows']:>4} {s['sources']:>7}   {'':>15}{m(i_, 'median_abs_error'):>9} "
+              f"{m(o_, 'median_abs_error'):>9}   {'':>13}{m(i_, 'share_beyond_50pct'):>7}, "
+              f"{m(o_, 'share_beyond_50pct'):>7}")
+    print(f"\nrefused ({len(res['refused'])}): {', '.join(res['refused']) or 'none'}")
+    print("assumptions (settings a row leaves open):")
     for r in res["rows"]:
         if r["assumption"]:
             print(f"  {r['id']}: {r['assumption']}")
-    print("")
     for t in res["trends"]:
         print(f"[{'pass' if t['passed'] else 'FAIL'}] {t['id']}: {t['claim']} -- {t['detail']}")
-    print(f"\nnumeric rows within {res['tolerances']['numeric']:.0%}: {res['numeric_within_tolerance']}"
-          f"/{res['numeric_rows']}; trends passed {res['trends_passed']}/{res['trends_total']}; "
-          f"Megatron Table 1 mean abs error {res['megatron_mean_abs_error']:.1%} "
-          f"(tolerance {res['tolerances']['megatron_mean']:.0%})")
+    o = res["leave_one_source_out"]
+    print(f"\nleave-one-source-out: median |error| {o['median_abs_error']:.1%}, beyond 50% "
+          f"{o['share_beyond_50pct']:.1%} of {o['rows']} rows ({res['sources']} sources); in-sample median "
+          f"{res['in_sample']['median_abs_error']:.1%}; trends passed {res['trends_passed']}/{res['trends_total']}")
 
 
 def plan_cmd(a) -> None:

@@ -28,6 +28,9 @@ PARAMS: dict[str, tuple[float, str]] = {
     "step_overhead_s": (0.0, "fixed time per optimizer step (host, data loader, launch)"),
     "infer_overhead_s": (0.0, "fixed time per inference request (host I/O)"),
     "token_layer_latency_s": (0.0, "per-layer latency of one generated token (fabric traversal)"),
+    "lowp_gemm": (0.7, "fp8/fp4: share of the low-precision peak's gain over bf16 that GEMMs realise "
+                       "(scaling, casts, amax history: Transformer Engine); attention and the LM head "
+                       "run at the bf16 peak (step.gemm_peak)"),
     "optimizer_bytes_per_s": (0.0, "bandwidth of the optimizer update when it runs off-device "
                                    "(MemoryX); 0 = 4x the streaming link"),
 }
@@ -50,11 +53,21 @@ def defaults(kind: str = "gpu") -> dict[str, float]:
     return out
 
 
+def profile_dirs() -> list[Path]:
+    """Where profiles are read, first match wins: $LLMBENCH_PROFILES, else $LLMBENCH_HOME/profiles
+    (where `llmbench calibrate --published` writes), then the shipped profiles/."""
+    user = os.environ.get("LLMBENCH_PROFILES")
+    if user:
+        return [Path(user).expanduser(), PROFILE_DIR]
+    from llmbench.hardware.spec import llmbench_home
+
+    return [llmbench_home() / "profiles", PROFILE_DIR]
+
+
 @lru_cache(maxsize=64)
 def load_profile(name: str) -> dict:
-    """The calibrated profile of one hardware ({} when none exists)."""
-    user = os.environ.get("LLMBENCH_PROFILES")
-    for d in ([Path(user)] if user else []) + [PROFILE_DIR]:
+    """The calibrated profile of one hardware ({} when none exists): profile_dirs() in order."""
+    for d in profile_dirs():
         path = d / f"{name}.json"
         if path.exists():
             try:
@@ -67,8 +80,7 @@ def load_profile(name: str) -> dict:
 def resolve_params(hw, override: dict | None = None, use_profile: bool = True) -> dict[str, float]:
     """defaults(kind) <- hw.efficiency (catalog priors) <- profile <- override.
 
-    The profile is $LLMBENCH_PROFILES/<name>.json when that exists (a user's calibration), else the
-    shipped profiles/<name>.json."""
+    The profile is the first <name>.json of profile_dirs(): a user's calibration, else the shipped one."""
     out = defaults(hw.kind)
     out.update({k: float(v) for k, v in (hw.efficiency or {}).items() if k in PARAMS})
     if use_profile:

@@ -119,6 +119,13 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def stages_even(n_layers: int, pp: int) -> bool:
+    """pp stages of equal size: the layers split evenly, or the layers plus the embedding and the
+    loss counted as one layer each (Megatron-LM --account-for-embedding-in-pipeline-split and
+    --account-for-loss-in-pipeline-split: Llama 3.1 405B's 126 layers on pp 8 or 16)."""
+    return n_layers % pp == 0 or (n_layers + 2) % pp == 0
+
+
 def tp_options(spec, h, lay) -> list[int]:
     if lay.tp is not None:
         return [lay.tp]
@@ -176,7 +183,7 @@ def layouts(spec, hw, w: Workload, counts) -> dict:
     offs = modes_offloads(h, lay)
     cols = {k: [] for k in FIELDS}
     for n, tp, pp in itertools.product(counts, tp_options(spec, h, lay), pp_options(spec, h, lay)):
-        if n % (tp * pp) or pp > spec.n_layers or spec.n_layers % pp or w.batch % (n // (tp * pp)):
+        if n % (tp * pp) or pp > spec.n_layers or not stages_even(spec.n_layers, pp) or w.batch % (n // (tp * pp)):
             continue
         dp = n // (tp * pp)
         mbs = micro_options(w, w.batch // dp)

@@ -35,6 +35,27 @@ def peak_flops(hw, precision: str) -> float:
     return pk
 
 
+#: precisions whose GEMMs run on a low-precision peak with scaling; the rest of the layer stays bf16
+LOW_PRECISION = ("fp8", "fp4")
+
+
+def gemm_peak(hw, precision: str, p: dict) -> float:
+    """Peak FLOP/s a linear layer's GEMMs see. fp8/fp4 (Transformer Engine style): the bf16 peak
+    times 1 + lowp_gemm x (datasheet ratio - 1), never below bf16 (a framework falls back): measured
+    fp8 training gains are far below the datasheet's 2x (docs/predict.md, "Low precision")."""
+    pk = peak_flops(hw, precision)
+    hi = hw.peak("bf16") if precision in LOW_PRECISION else None
+    if not hi:
+        return pk
+    return hi * max(1.0, 1.0 + p["lowp_gemm"] * (pk / hi - 1.0))
+
+
+def attn_peak(hw, precision: str) -> float:
+    """Peak FLOP/s of the attention core and the LM head: bf16 under fp8/fp4 (FlashAttention and
+    the head stay in bf16 in Transformer Engine / torchao float8 training), else the precision's."""
+    return (hw.peak("bf16") or peak_flops(hw, precision)) if precision in LOW_PRECISION else peak_flops(hw, precision)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Links:
     """Per-device bandwidths (bytes/s) of the collectives and their latency (s)."""
@@ -148,9 +169,10 @@ def _roof(flops, nbytes, peak, eff, bw, xp):
     return xp.where(tc >= tm, tc, 0.0), xp.where(tc < tm, tm, 0.0)
 
 
-def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0):
-    """(compute-bound s, memory-bound s, attention-core s) of one layer's forward on one device
-    (a MoE model: its MLP part per layer on average, moe.mlp_forward, ep the expert parallelism)."""
+def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0, peak_attn=None):
+    """(compute-bound s, memory-bound s, attention-core s) of one layer's forward on one device;
+    peak: the GEMMs' (gemm_peak), peak_attn: the attention core's (attn_peak; default peak); a MoE
+    model: its MLP part per layer on average (moe.mlp_forward, ep the expert parallelism)."""
     n = b * T
     comp = xp.zeros_like(n)
     mem = xp.zeros_like(n)
@@ -162,7 +184,7 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0):
     # attention core over the full T x T square (as Megatron Eq. 3 counts it), fused (FlashAttention)
     heads = sh.h / tp
     c, m = _roof(4.0 * b * heads * T * T * sh.hd, (n * (sh.d + 2 * sh.kvd) + n * sh.d) * sh.s / tp,
-                 peak, gemm_efficiency(T, T, sh.hd, p, xp), bw, xp)
+                 peak_attn or peak, gemm_efficiency(T, T, sh.hd, p, xp), bw, xp)
     attn = c + m
     comp, mem = comp + c, mem + m
     if sh.moe is not None:
@@ -185,16 +207,22 @@ def head_forward(sh, b, T, tp, p, peak, bw, xp):
 
 
 def ring(nbytes, group, bw, lat, net, xp):
-    """Ring all-reduce time: 2(g-1)/g x bytes at the link bandwidth x efficiency, 2(g-1) hops."""
+    """All-reduce time, the faster of a ring (2(g-1)/g x bytes at the link bandwidth x efficiency,
+    2(g-1) latency hops) and a one-shot all-reduce (each device reads the g-1 peers' buffers over
+    its links at once: (g-1) x bytes, 2 latency hops), which small messages use inside a node:
+    NCCL's LL protocols, vLLM's and TensorRT-LLM's custom one-shot all-reduce for decode."""
     g = xp.maximum(group, 1.0)
-    return xp.where(g > 1, 2.0 * (g - 1) / g * nbytes / (bw * net) + 2.0 * (g - 1) * lat, 0.0)
+    ring_s = 2.0 * (g - 1) / g * nbytes / (bw * net) + 2.0 * (g - 1) * lat
+    one_s = (g - 1) * nbytes / (bw * net) + 2.0 * lat
+    return xp.where(g > 1, xp.minimum(ring_s, one_s), 0.0)
 
 
-def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp) -> Micro:
-    """One micro-batch on one pipeline stage: roofline per op, recompute, TP and PP traffic."""
+def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp, peak_attn=None) -> Micro:
+    """One micro-batch on one pipeline stage: roofline per op, recompute, TP and PP traffic.
+    peak: the linear GEMMs' peak; peak_attn: attention core and LM head (default: peak)."""
     L, PP, TP, b, T = sh.L, g.pp, g.tp, g.micro_batch, g.seq
-    lc, lm, la = layer_forward(sh, b, T, TP, p, peak, bw, sf, wf, xp, g.ep)
-    hc, hm = head_forward(sh, b, T, TP, p, peak, bw, xp)
+    lc, lm, la = layer_forward(sh, b, T, TP, p, peak, bw, sf, wf, xp, g.ep, peak_attn)
+    hc, hm = head_forward(sh, b, T, TP, p, peak_attn or peak, bw, xp)
     fwd_c, fwd_m = (L * lc + hc) / PP, (L * lm + hm) / PP
     full, sel = g.recompute == FULL, g.recompute == SELECTIVE
     # backward = 2 x forward; full recompute reruns every layer's forward, selective the attention core
@@ -329,7 +357,7 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp) -> StepArrays:
     peak = peak_flops(hw, precision)
     bw = hierarchy(hw).working_bytes_per_s * p["memory"]
     sf, wf = sparse_factors(hw, g.sparsity, p, peak, precision, xp)
-    mi = micro_times(sh, g, hw, p, peak, bw, sf, wf, xp)
+    mi = micro_times(sh, g, hw, p, gemm_peak(hw, precision, p), bw, sf, wf, xp, attn_peak(hw, precision))
     step = _step(sh, g, mi, hw, p, bw, wf, xp)
     model, re_sel, re_full = per_seq(lambda t: flops_per_seq(spec, t), g.seq, xp)
     full, sel = g.recompute == FULL, g.recompute == SELECTIVE

@@ -83,7 +83,9 @@ def check_layout(spec, hw, w: Workload) -> None:
     check_ep(spec, w)
     if pp > spec.n_layers:
         raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
-    if spec.n_layers % pp:
+    from .plan import stages_even
+
+    if not stages_even(spec.n_layers, pp):
         # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
         # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
         below = max(d for d in range(1, pp) if spec.n_layers % d == 0)

@@ -1,4 +1,4 @@
-"""Predicted against published: `llmbench.perfmodel.validate.run()` (in process), stored as
+"""Predicted against published_v2.csv: `llmbench.perfmodel.validate.run()` (in process), stored as
 study "validation" (one row per numeric published row) and "validation-trends".
 
     from llmbench.studies.validation import record_validation
@@ -9,12 +9,14 @@ configuration, TP/PP, recomputation: its ASSUME table); this module only records
 Each row is recorded under the published row's own Workload (results.published.published_point)
 with the row id as its tag, so it shares a workload_id with the published result it is compared
 with. Metrics: `published` (the value as a number: the middle of a range), `published_text`,
-`predicted`, `rel_error` (validate's own: 0 inside a published range), `tolerance`; `metric`,
+`predicted`, `rel_error` (validate's own: 0 inside a published range), `tolerance`, and the pooled
+fit's `in_sample_predicted` / `in_sample_error` and leave-one-source-out `loso_predicted` /
+`loso_error`; `metric`,
 `assumption`, `problem` and the `reference` say what was compared and how.
 """
 from __future__ import annotations
 
-from llmbench.results.published import parse_range, published_point, published_rows
+from llmbench.results.published import PUBLISHED_V2_CSV, parse_range, published_point, published_rows
 from llmbench.results.store import ResultsDB
 
 COMMAND = "llmbench validate --json"
@@ -25,7 +27,7 @@ def record_validation(db: ResultsDB, *, log=print) -> str:
     from llmbench.perfmodel.validate import run
 
     res = run()
-    rows = {r["id"]: r for r in published_rows()}
+    rows = {r["id"]: r for r in published_rows(PUBLISHED_V2_CSV)}
     env = {"command": COMMAND, "tool": "llmbench perfmodel"}
     for v in res["rows"]:
         pub = rows[v["id"]]
@@ -35,7 +37,8 @@ def record_validation(db: ResultsDB, *, log=print) -> str:
         metrics = {"published": (lo + hi) / 2, "published_text": str(v["published"]),
                    "predicted": v["predicted"], "rel_error": v["error"], "tolerance": v["tolerance"],
                    "metric": v["metric"], "assumption": v["assumption"] or "",
-                   "problem": v["problem"] or "", "reference": pub["source"]}
+                   "problem": v["problem"] or "", "reference": pub["source"],
+                   **{k: v.get(k) for k in ("in_sample_predicted", "in_sample_error", "loso_predicted", "loso_error")}}
         db.record(point, source="predicted", status="ok" if ok else "error", metrics=metrics,
                   environment={**env, "id": v["id"]}, study="validation", tag=v["id"],
                   error=None if ok else (v["problem"] or "no prediction"))
