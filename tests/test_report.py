@@ -367,5 +367,6 @@ def test_cli_reproduce_json_without_measuring(tmp_path):
     assert {"report", "rows", "images", "timings", "total_s", "db"} <= set(summary)
     assert summary["rows"]["published"] >= 30 and summary["rows"]["predicted"] >= 700
     assert [t["step"] for t in summary["timings"]] == ["predict", "predict measured points", "validate",
-                                                       "report"]
+                                                       "fidelity", "report"]
+    assert summary["fidelity"]["counts"]["total"] == len(summary["fidelity"]["rows"]) >= 84
     assert (tmp_path / "o" / "report.html").is_file()

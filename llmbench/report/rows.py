@@ -51,10 +51,21 @@ STREAM_METRICS = {
     "max_rel_loss_diff": "largest relative difference of the two loss curves",
     "n_layers": "layers of the streamed model", "d_model": "its width",
 }
+#: a seed claim's row (studies/fidelity.py, stored as study "fidelity"): fidelity_<column>
+FIDELITY_METRICS = {f"fidelity_{k}": v for k, v in {
+    "id": "claim id (seed-number)", "seed": "seed document", "where": "section, figure or table",
+    "claim": "the claim", "published": "the published value or trend", "llmbench": "what llmbench computes",
+    "source": "measured / predicted in-sample / out-of-sample / priors", "verdict": "computed verdict",
+    "tolerance": "the verdict's tolerance", "detail": "error, refusal, scope", "check": "how it is checked",
+}.items()}
+#: a measured loss curve (studies/sparse_loss.py: seed 002 Fig. 8)
+CURVE_METRICS = {"loss_curve": "training loss per step (list)", "tokens": "tokens trained in the run",
+                 "curve_every": "steps between two points of loss_curve"}
 #: a prediction's chosen device count (inference: the fewest that hold the model), which
 #: perfmodel reports beside its METRICS until the chosen layout is part of the result's workload
 PREDICTED_EXTRA = {"devices": "devices the prediction used"}
-KNOWN_METRICS = {**METRICS, **PUBLISHED_METRICS, **VALIDATION_METRICS, **STREAM_METRICS, **PREDICTED_EXTRA}
+KNOWN_METRICS = {**METRICS, **PUBLISHED_METRICS, **VALIDATION_METRICS, **STREAM_METRICS, **PREDICTED_EXTRA,
+                 **FIDELITY_METRICS, **CURVE_METRICS}
 _FIELDS = set(WORKLOAD_FIELDS) | set(LAYOUT_FIELDS)
 _COLUMNS = ("hardware", "model", "source", "study", "suite", "status")
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmbench.report.rows import flat_ceilings
+from llmbench.studies.fidelity import counts_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,14 +174,28 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
         if predict:
             timings += _predict_all(db, log=log)
         t0 = time.monotonic()
+        fid = _fidelity(db, log=log)
+        timings.append({"step": "fidelity", "seconds": time.monotonic() - t0, "status": counts_line(fid["counts"])})
+        t0 = time.monotonic()
         command = "llmbench reproduce " + ("--quick" if quick else "--full")
-        summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command}, log=log,
-                         console=console)
+        summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command,
+                                        "headline": fid["headline"]}, log=log, console=console)
         timings.append({"step": "report", "seconds": time.monotonic() - t0, "status": "ok"})
-    summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path))
+    summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path), fidelity=fid)
     (out / "reproduce.json").write_text(json.dumps(summary, indent=2, default=str))
     log(f"reproduce finished in {summary['total_s']:.0f} s: {summary['report']}")
+    log("seed fidelity: " + counts_line(fid["counts"]) + " (per claim: report.html#t-fidelity)")
     return summary
+
+
+def _fidelity(db, *, log=print) -> dict:
+    """The seed-fidelity table (studies/fidelity.py), recorded as study "fidelity"."""
+    from llmbench.studies.fidelity import fidelity, record
+
+    fid = fidelity(db)
+    record(db, fid)
+    log("seed fidelity: " + counts_line(fid["counts"]))
+    return fid
 
 
 def _predict_all(db, *, log=print) -> list[dict]:
