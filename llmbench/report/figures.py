@@ -19,6 +19,9 @@ from .plots_studies import (
     draw_bert_latency, draw_bert_throughput, draw_gas, draw_genslm, draw_scaling, draw_seq_length,
     draw_sparsity,
 )
+from .economics import draw_economics
+from .runs import draw_runs
+from .plots_seed import draw_sparse_loss
 from .rows import Data
 
 
@@ -96,11 +99,25 @@ FIGURES: tuple[FigureSpec, ...] = (
                "hence a step then a plateau; unstructured masks give GPUs no speed-up (docs/measure.md). "
                "Stars: the published CS-2 speed-ups at 0.9 (the GPT-2 XL value is a range). Hollow: does "
                "not fit. Right: measured on this CPU (dense kernels: no speed-up expected).", draw_sparsity),
+    FigureSpec("sparse_loss", "Sparse against dense training loss (measured)", ("sparse-loss",),
+               "arXiv:2310.04607 Fig. 8, measured on this machine: the same small GPT (same initial "
+               "weights, same data order) pre-trained on the shipped corpus at weight sparsity 0 / 0.6 / 0.8 "
+               "/ 0.9 (static unstructured magnitude masks on every dense-layer weight, re-applied after each "
+               "step), then the 0.9 model fine-tuned dense. The seed trains GPT-3 XL-size models on 3B "
+               "tokens and finds the 0.9 model ~15% higher, recovered by dense fine-tuning; this run is "
+               "far shorter and smaller, so the size of the gap is not comparable, its sign and order are "
+               "(the fidelity table, row 002-34, computes the gap).", draw_sparse_loss),
     FigureSpec("genslm", "GenSLM", ("genslm",),
                "GenSLM (a GPT over codons, vocabulary 71, sequence 1024): predicted tokens/s on one "
                "device against model size, and what this machine measured. The published comparisons "
                "(Table IV of arXiv:2310.04607) are ratios between systems: see the table below.",
                draw_genslm),
+    FigureSpec("runs", "Your runs: every measured workload against its prediction", (),
+               "Every measured row of the database (any model, any suite, the built-in studies and your own "
+               "llmbench measure runs), at x, against llmbench's prediction of the same workload on the same "
+               "hardware, at y; one panel per metric, one marker per suite, both axes log. Points on the "
+               "diagonal are predicted exactly; the table 'Every measured run' lists each one. llmbench "
+               "report predicts, in memory, the runs the database has no prediction for.", draw_runs),
     FigureSpec("parity", "Predicted against published", ("validation",),
                "Every numeric row of published.csv: x the published value, y llmbench's prediction for "
                "the same configuration, both axes log. Points inside the grey band are within 25%.",
@@ -115,6 +132,16 @@ FIGURES: tuple[FigureSpec, ...] = (
                "bar is how many devices (wafers for CS-2/CS-3 in SRAM-pipeline mode) hold the model. "
                "Stars: Cerebras' published 1,800 tokens/s for Llama-3.1-8B on one CS-3.",
                draw_llm_inference),
+    FigureSpec("economics", "Energy and cost: speed against devices and price", ("llm-inference", "dp-scaling"),
+               "Left (seed 004): predicted decode tokens/s per user at batch 1 against the devices that hold "
+               "the model (wafers for CS-2/CS-3 in SRAM-pipeline mode), each point labelled with its cost per "
+               "million tokens (catalog price per device-hour x devices / tokens/s). More wafers hold larger "
+               "models and longer contexts at a higher cost per token; the model has no pipelining across "
+               "wafers, so extra wafers add no throughput. Right (seed 001): GPT-2 XL training cost per "
+               "million tokens against tokens/s on one device. Prices: cloud on-demand list prices, or for "
+               "CS-2 a $2.5M purchase amortised over 5 years (seed 001); CS-3 has no published price and "
+               "shows 'no price'. The table below gives energy per token with each number's source.",
+               draw_economics),
     FigureSpec("streaming", "Weight streaming on this machine", ("streaming",),
                "The same small GPT trained twice in one process with the same seed: with its weights "
                "resident, and streamed layer by layer from a host-side parameter store (the "

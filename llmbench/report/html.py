@@ -11,6 +11,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .economics import economics_table
+from .runs import runs_table
 from .fidelity import fidelity_table
 from .figures import FIGURES, FigureSpec
 from .rows import Data, UnknownMetric, command_of
@@ -142,6 +144,7 @@ def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, l
     img = out / "img"
     meta = meta or {}
     sections, t0 = [], time.perf_counter()
+    data.prices = meta.get("prices")  # --price overrides, read by the economics figure and table
     for spec in FIGURES:
         files, error = None, None
         try:
@@ -155,7 +158,7 @@ def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, l
             log(f"figure {spec.id}: {error}")
         sections.append(f'<section id="f-{spec.id}"><h2>{_e(spec.title)}</h2>'
                         f"{_figure_html(spec, files, _study_commands(data, spec), error)}</section>")
-    tables = all_tables(data)
+    tables = all_tables(data) + [economics_table(data, meta.get("prices")), runs_table(data)]
     fid = fidelity_table(data)
     page = _page(sections, [_table_html(t) for t in tables], meta, data, _table_html(fid))
     out.mkdir(parents=True, exist_ok=True)
@@ -210,9 +213,13 @@ def _headline_html(meta: dict) -> str:
             f'absolute error {h["median_abs_error"]:.1%} ({_e(h.get("kind", ""))}).</p>')
 
 
-def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, console=None) -> dict:
-    """Tables in the terminal and DIR/report.html from whatever `db` holds."""
+def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, console=None,
+           extra_rows: list[dict] | None = None) -> dict:
+    """Tables in the terminal and DIR/report.html from whatever `db` holds (plus `extra_rows`:
+    predictions made for this report and not stored)."""
     data = Data.from_db(db)
+    for r in extra_rows or []:
+        data.add(r)
     print_tables(all_tables(data), console)
     path = build_report(data, out_dir, meta=meta, log=log)
     counts = {s: sum(1 for r in data.all if r.get("source") == s)

@@ -193,6 +193,8 @@ class Data:
     def __init__(self, rows_by_study: dict[str, list[dict]], all_rows: list[dict]):
         self.by_study = rows_by_study
         self.all = all_rows
+        self.prices: dict | None = None
+        """price per device-hour overrides (llmbench report --price HW=USD)"""
         self.measured_ids = {r["workload_id"] for r in all_rows
                              if r.get("source") == "measured" and r.get("workload_id")}
 
@@ -213,6 +215,12 @@ class Data:
             if r.get("study"):
                 grouped[r["study"]].append(r)
         return cls(dict(grouped), list(rows))
+
+    def add(self, row: dict) -> None:
+        """A row not in the database (a prediction made for this report)."""
+        self.all.append(row)
+        if row.get("study"):
+            self.by_study.setdefault(row["study"], []).append(row)
 
     def get(self, study: str | None = None, source: str | None = None, *, status: str | None = "ok",
             **want) -> list[dict]:

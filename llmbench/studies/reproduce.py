@@ -37,17 +37,20 @@ class Step:
 
 def measure_plan(quick: bool = True) -> list[Step]:
     """The measured pieces, cheapest first; budgets sum to ~7 minutes (the rest: predict + report).
-    Every shipped study with points to measure has its budget here (tests/test_report.py checks)."""
+    Every shipped study with points to measure has its budget here (tests/test_report.py checks).
+    Seed 002 Fig. 8 (sparse against dense loss curves, studies/sparse_loss.py) has 2 of them."""
     q = ("--quick",) if quick else ()
     # 3 repeats of the square GEMM in quick mode: on a loaded 2-core CPU 5 did not fit 35 s
     repeats = ("--repeats", "3") if quick else ()
-    steps = [Step(name="ceilings", argv=("measure", "ceilings", "--json") + repeats, budget_s=45)]
-    for name, budget in (("transformer-block", 50), ("gpt2-seq-length", 45), ("gas", 45),
-                         ("sparsity", 40), ("bert-train-batch", 40), ("bert-infer-batch", 30),
-                         ("genslm", 45), ("dp-scaling", 50)):
+    steps = [Step(name="ceilings", argv=("measure", "ceilings", "--json") + repeats, budget_s=35)]
+    for name, budget in (("transformer-block", 35), ("gpt2-seq-length", 30), ("gas", 30),
+                         ("sparsity", 30), ("bert-train-batch", 30), ("bert-infer-batch", 25),
+                         ("genslm", 30), ("dp-scaling", 40)):
         steps.append(Step(name=name, argv=("study", "run", name, "--no-progress") + q, budget_s=budget))
     # weight streaming (optional in the report): the same small GPT trained resident and streamed
-    steps.append(Step(name="streaming", argv=STREAM_ARGV if quick else STREAM_ARGV_FULL, budget_s=35))
+    steps.append(Step(name="streaming", argv=STREAM_ARGV if quick else STREAM_ARGV_FULL, budget_s=25))
+    steps.append(Step(name="sparse-loss", argv=("--quick",) if quick else ("--full",), budget_s=120,
+                      python_args=("-m", "llmbench.studies.sparse_loss")))
     return steps
 
 
@@ -100,7 +103,8 @@ def run_step(step: Step, db_path: Path, *, quick: bool, deadline: float, log=pri
         raise
     dt = time.monotonic() - t0
     log(f"  {step.name:<18} {dt:6.1f} s  {status}")
-    return {"step": step.name, "command": "llmbench " + " ".join(step.argv), "seconds": dt,
+    head = "llmbench" if step.python_args == ("-m", "llmbench") else "python " + " ".join(step.python_args)
+    return {"step": step.name, "command": head + " " + " ".join(step.argv), "seconds": dt,
             "status": status, "stdout": out or ""}
 
 

@@ -1,0 +1,111 @@
+"""Energy and cost of the predictions: energy per token (the catalog's `power_w` x devices x time)
+and cost per million tokens (`price_per_device_hour_usd` x devices over tokens/s), each with the
+catalog's cited source; seed 001's price/performance and seed 004's speed against wafers and cost.
+
+    llmbench report --db D --price cs3=60 --price a100-40gb=1.5   # override a price per device-hour
+
+Prices are list prices or amortised purchases (the catalog says which); a hardware without a
+price shows "no price", never a guess.
+"""
+from __future__ import annotations
+
+from . import style
+from .plotkit import empty, finish, label_axes, pyplot
+from .rows import Data, devices_of, field, metric
+from .tables import Table, fmt
+
+#: (study, how to pick its rows, what the row is) of the workloads the economics table shows
+VIEWS = (("dp-scaling", {"devices": 1}, "GPT-2 XL training, 16 seq x 1024, 1 device"),
+         ("llm-inference", {}, "decode at batch 1 (prompt 2048, 256 new)"))
+
+
+def hw_economics(name: str, prices: dict | None = None) -> tuple[float | None, str, float | None, str]:
+    """(power W, its source, price USD per device-hour, its source) from the catalog; `prices`
+    overrides a price (the source then says so)."""
+    from llmbench.hardware import catalog
+
+    hw = catalog().get(name)
+    if hw is None:
+        return None, "not in the catalog", None, "not in the catalog"
+    src = hw.sources or {}
+    price, psrc = hw.price_per_device_hour_usd, src.get("price_per_device_hour_usd", "")
+    if prices and name in prices:
+        price, psrc = prices[name], "--price override"
+    return hw.power_w, src.get("power_w", ""), price, psrc or ("no price in the catalog" if price is None else "")
+
+
+def economics(row: dict, prices: dict | None = None) -> dict:
+    """Energy per token (J), cost per million tokens (USD) and tokens/s of one predicted row."""
+    tps = metric(row, "tokens_per_s")
+    n = devices_of(row)
+    power, psrc, price, prsrc = hw_economics(row.get("hardware"), prices)
+    return {"tokens_per_s": tps, "devices": n, "power_w": power, "power_source": psrc,
+            "price": price, "price_source": prsrc,
+            "j_per_token": power * n / tps if power and tps else None,
+            "usd_per_mtoken": price * n / 3600.0 / tps * 1e6 if price and tps else None}
+
+
+def economics_table(data: Data, prices: dict | None = None) -> Table:
+    t = Table("economics", "Energy and cost per token (predicted)",
+              ["workload", "model", "hardware", "devices", "tokens/s", "energy (J/token)",
+               "USD per M tokens", "power (W)", "USD per device-hour"],
+              kinds=["", "", "", "predicted", "predicted", "predicted", "predicted", "", ""])
+    sources = {}
+    for study, want, what in VIEWS:
+        for r in data.predicted(study, **want):
+            e = economics(r, prices)
+            hw = r.get("hardware")
+            t.rows.append([what, r.get("model"), style.hw_label(hw), fmt(e["devices"]), fmt(e["tokens_per_s"]),
+                           fmt(e["j_per_token"]), fmt(e["usd_per_mtoken"]) if e["price"] else "no price",
+                           fmt(e["power_w"]), fmt(e["price"]) if e["price"] else "no price"])
+            sources[hw] = f"{style.hw_label(hw)}: power: {e['power_source']}; price: {e['price_source']}"
+    t.sources = sorted(sources.values())
+    t.note = ("energy = power_w x devices / tokens/s (board or system power at full load: an upper bound); "
+              "cost = price per device-hour x devices / 3600 / tokens/s. Seed 001's argument: a CS-2 at "
+              "$2-3M against a $200k DGX A100 (8 GPUs) must do the work of 80-120 A100s, at ~20 kW against "
+              "6.5 kW for a DGX; compare the GPT-2 XL rows.")
+    return t
+
+
+def draw_economics(data: Data, prices: dict | None = None):
+    """Left (seed 004): tokens/s per user against wafers/devices, labelled with USD per M tokens.
+    Right (seed 001): GPT-2 XL training, cost per M tokens against tokens/s per device."""
+    plt = pyplot()
+    prices = prices if prices is not None else getattr(data, "prices", None)
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.4))
+    ax = axes[0]
+    rows = [r for r in data.predicted("llm-inference") if metric(r, "decode_tokens_per_s_per_seq")]
+    markers = {m: mk for m, mk in zip(sorted({r.get("model") for r in rows}), "o^sDv")}
+    for r in rows:
+        e = economics(r, prices)
+        hw = r.get("hardware")
+        ax.plot([e["devices"]], [metric(r, "decode_tokens_per_s_per_seq")], marker=markers[r.get("model")],
+                color=style.hw_colour(hw), linestyle="none", markersize=7,
+                label=f"predicted · {r.get('model')} on {style.hw_label(hw)}")
+        cost = f"${e['usd_per_mtoken']:,.0f}/M" if e["usd_per_mtoken"] else "no price"
+        ax.annotate(cost, (e["devices"], metric(r, "decode_tokens_per_s_per_seq")), fontsize=6.5,
+                    xytext=(5, 3 if hw != "cs3" else -9), textcoords="offset points")
+    if rows:
+        label_axes(ax, x="devices (wafers for CS-2/CS-3)", y="decode tokens/s per user (batch 1)", xlog=2,
+                   ylog=True, title="seed 004: speed, wafers and cost per M tokens",
+                   legend={"loc": "upper center", "bbox_to_anchor": (0.5, -0.16), "ncol": 2, "fontsize": 6})
+    else:
+        empty(ax)
+    _training_cost(axes[1], data, prices)
+    return finish(fig)
+
+
+def _training_cost(ax, data: Data, prices: dict | None) -> None:
+    pts = []
+    for r in data.predicted("dp-scaling", devices=1):
+        e = economics(r, prices)
+        if e["usd_per_mtoken"] and e["tokens_per_s"]:
+            pts.append((e["tokens_per_s"], e["usd_per_mtoken"], r.get("hardware"), field(r, "devices")))
+    for tps, usd, hw, _ in pts:
+        ax.plot([tps], [usd], marker="s", color=style.hw_colour(hw), linestyle="none", markersize=7,
+                label=f"predicted · {style.hw_label(hw)}")
+    if not pts:
+        return empty(ax, "no priced prediction")
+    label_axes(ax, x="GPT-2 XL training tokens/s, one device", y="USD per million tokens", xlog=True, ylog=True,
+               title="seed 001: price / performance (GPT-2 XL training)",
+               legend={"loc": "upper center", "bbox_to_anchor": (0.5, -0.16), "ncol": 3, "fontsize": 6})
