@@ -63,12 +63,16 @@ def mark_unfit(ax, rows, x, y, scale=1.0, hw: str | None = None) -> bool:
     pts = sorted((a, b * scale) for a, b in pts if a is not None and b is not None)
     if not pts:
         return False
-    colour = style.hw_colour(hw) if hw else "#444444"
-    (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], **style.unfit_kw(colour))
+    hollow(ax, [p[0] for p in pts], [p[1] for p in pts], hw)
+    return True
+
+
+def hollow(ax, xs, ys, hw: str | None = None) -> None:
+    """Draw (xs, ys) as hollow squares in the hardware's colour: predicted not to fit."""
+    (line,) = ax.plot(list(xs), list(ys), **style.unfit_kw(style.hw_colour(hw) if hw else "#444444"))
     line.set_gid(f"unfit-{hw or 'x'}-{id(line)}")
     if UNFIT_LABEL not in ax.get_legend_handles_labels()[1]:
         ax.plot([], [], label=UNFIT_LABEL, **style.unfit_kw("#444444"))
-    return True
 
 
 def predicted_lines(ax, rows, x, y, scale=1.0, label_suffix="", **kw) -> bool:

@@ -6,7 +6,7 @@ from llmbench.results.published import parse_range
 
 from . import style
 from .plotkit import (
-    empty, finish, gas_ratios, label_axes, mark_unfit, measured_panel, params_of, predicted_lines,
+    empty, finish, gas_ratios, hollow, label_axes, mark_unfit, measured_panel, params_of, predicted_lines,
     pyplot, unfit,
 )
 from .rows import Data, field, hw_order, metric, value, xy
@@ -82,7 +82,7 @@ def draw_scaling(data: Data):
                  **style.predicted_kw(hw))
         bad = sorted(field(r, "devices") for r in mine if unfit(r) and base.get(field(r, "devices")))
         if bad:
-            ax1.plot(bad, [base[d] / (d * base[1]) for d in bad], **style.unfit_kw(style.hw_colour(hw)))
+            hollow(ax1, bad, [base[d] / (d * base[1]) for d in bad], hw)
     for r in data.published():
         eff = metric(r, "scaling_efficiency")
         if eff is not None and isinstance(field(r, "devices"), (int, float)):
@@ -210,7 +210,7 @@ def draw_sparsity(data: Data):
                 bad = [(x, y / dense) for x, y in zip(xs, ys) if any(unfit(r) for r in mine
                                                                    if field(r, "sparsity", 0.0) == x)]
                 if bad:
-                    ax.plot(*zip(*bad), **style.unfit_kw(style.hw_colour(hw)))
+                    hollow(ax, *zip(*bad), hw)
                 drawn = True
         if pub.get(model):
             lo, hi = pub[model]
@@ -243,7 +243,7 @@ def draw_genslm(data: Data):
                     **style.predicted_kw(hw))
             bad = [p[:2] for p in pts if p[2]]
             if bad:
-                ax.plot(*zip(*bad), **style.unfit_kw(style.hw_colour(hw)))
+                hollow(ax, *zip(*bad), hw)
             drawn = True
     if drawn:
         label_axes(ax, x="GenSLM parameters (codon vocabulary, seq 1024)", y="tokens/s, one device",
