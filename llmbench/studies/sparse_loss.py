@@ -4,7 +4,7 @@ each step: measure/sparsity.py), then the 0.9-sparse model fine-tuned dense. Eac
 curve is recorded (study "sparse-loss", source measured) for the report's figure and the fidelity
 row 002-34.
 
-    python -m llmbench.studies.sparse_loss --quick        # what `llmbench reproduce` runs (~2 min)
+    python -m llmbench.studies.sparse_loss --quick        # what `llmbench reproduce` runs (≤ 2 min)
     python -m llmbench.studies.sparse_loss --full         # longer runs at GPT-2 small's width
 
 Same seed, same data order and same initial weights for every sparsity level: the curves differ by
@@ -25,12 +25,12 @@ class LossRun:
     d_model: int = 128
     n_heads: int = 4
     batch: int = 8
-    seq_len: int = 128
-    steps: int = 200
+    seq_len: int = 64
+    steps: int = 150
     """pre-training steps per sparsity level"""
-    finetune_steps: int = 100
+    finetune_steps: int = 75
     """dense fine-tuning steps of the most sparse model"""
-    lr: float = 2e-3
+    lr: float = 1e-3
     sparsities: tuple[float, ...] = (0.0, 0.9, 0.6, 0.8)
     """in this order: dense and the seed's 0.9 first, so a run cut short keeps the pair Fig. 8 needs"""
     curve_every: int = 5
