@@ -15,7 +15,8 @@ TERMINAL_SKIP = ("assumption",)
 #: studies whose measured rows the summary table lists: the ceilings, the measured studies of
 #: studies/specs (those present in the database), and the weight-streaming run
 MEASURE_CMD = {"ceilings": "llmbench measure ceilings --json",
-               "streaming": "llmbench stream compare --json"}
+               "streaming": "llmbench stream compare --json",
+               "sparse-loss": "python -m llmbench.studies.sparse_loss --quick"}
 
 
 @dataclass
@@ -88,6 +89,10 @@ def _headline(study: str, rows: list[dict]) -> str:
         r = rows[-1]
         return (f"resident {fmt(metric(r, 'resident_tokens_per_s'))}, "
                 f"streamed {fmt(metric(r, 'streamed_tokens_per_s'))} tokens/s (ratio {fmt(metric(r, 'ratio'))})")
+    if study == "sparse-loss":
+        ends = {(r.get("point") or {}).get("phase", "") + f" s={(r.get('point') or {}).get('sparsity', 0):g}":
+                (value(r, "loss_curve") or [None])[-1] for r in rows}
+        return "final loss " + ", ".join(f"{k} {fmt(v)}" for k, v in sorted(ends.items()))
     for name, unit, scale in (("fwd_bwd_tflops", "TFLOP/s", 1), ("scaling_efficiency", "efficiency", 1),
                               ("latency_s_p50", "ms p50", 1e3), ("tokens_per_s", "tokens/s", 1),
                               ("samples_per_s", "samples/s", 1), ("achieved_tflops", "TFLOP/s", 1)):

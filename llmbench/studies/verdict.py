@@ -52,6 +52,8 @@ def fmt(v) -> str:
         if v == 0 or not math.isfinite(v):
             return f"{v:g}"
         a = abs(v)
+        if a >= 1e7:
+            return f"{v:.4g}"
         return f"{v:,.0f}" if a >= 1000 else (f"{v:.3g}" if a >= 0.01 else f"{v:.3e}")
     return str(v)
 
