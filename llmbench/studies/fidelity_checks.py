@@ -66,13 +66,16 @@ def _path(d: dict, path: str):
     return d
 
 
-def predict_metrics(base: dict, over: dict | None = None) -> dict:
+def predict_metrics(base: dict, over: dict | None = None, *, unfit: bool = False) -> dict:
     """A prediction's metrics; inference too gets energy and cost per token (catalog power_w and
-    price_per_device_hour_usd x devices over tokens/s), as training predictions carry them."""
+    price_per_device_hour_usd x devices over tokens/s), as training predictions carry them.
+    unfit=True: a workload no layout fits gives its plain layout's metrics (fits False) instead
+    of the refusal (a claim about memory growth, not speed)."""
     from llmbench.hardware import get_hardware
-    from llmbench.perfmodel.predict import predict
+    from llmbench.perfmodel.predict import predict, predict_or_unfit
 
-    m = predict(workload_of(base, over)).to_dict()
+    w = workload_of(base, over)
+    m = (predict_or_unfit(w)[0] if unfit else predict(w)).to_dict()
     hw, n, tps = get_hardware(m["workload"]["hardware"]), m["workload"]["devices"], m.get("tokens_per_s")
     if "energy_j_per_token" not in m and tps:
         m["energy_j_per_token"] = hw.power_w * n / tps if hw.power_w else None
@@ -83,7 +86,7 @@ def predict_metrics(base: dict, over: dict | None = None) -> dict:
 
 def _metric(c: dict, base: dict, over: dict | None = None):
     """The claim's metric of one workload, divided by its twin `c["over"]` when given."""
-    m = predict_metrics(base, over)
+    m = predict_metrics(base, over, unfit=c.get("allow_unfit", False))
     v = _path(m, c["metric"])
     if c.get("over") is not None:
         m2 = predict_metrics({**base, **(over or {})}, c["over"])
