@@ -3,7 +3,9 @@
     llmbench report [--db PATH] [--out DIR] [--json]
 
 (`llmbench reproduce`, which fills the database and then calls this, is studies/cli.py.)
-Imports nothing heavy at import time: matplotlib loads inside the command.
+Imports nothing heavy at import time: matplotlib loads inside the command. The measured runs the
+database holds no prediction for are predicted in memory by `PREDICT_MISSING`, which studies/cli.py
+sets when it registers (report/ itself imports no engine and no studies/).
 """
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import sys
 from pathlib import Path
 
 from llmbench._cliutil import add_db, emit_json
+
+#: (readonly ResultsDB) -> prediction rows not written; set by studies/cli.py (studies.predict.predict_missing)
+PREDICT_MISSING = None
 
 
 def register(cli) -> None:
@@ -64,11 +69,7 @@ def report_cmd(a) -> None:
         kw["console"] = console(stderr=True)
     prices = parse_prices(a.price)
     with open_readonly(path) as rdb:
-        extra = []
-        if not a.no_predict:
-            from llmbench.studies.predict import predict_missing
-
-            extra = predict_missing(rdb)
+        extra = PREDICT_MISSING(rdb) if PREDICT_MISSING and not a.no_predict else []
         meta = {"db": str(path), "command": "llmbench report", "prices": prices}
         summary = report(rdb, a.out, meta=meta, log=_log(a.json), extra_rows=extra, **kw)
     summary["db"] = str(path)

@@ -146,7 +146,8 @@ def record_ceilings(db, result: dict) -> None:
 
 
 def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str | Path | None = None,
-              measure: bool = True, predict: bool = True, log=print, console=None) -> dict:
+              measure: bool = True, predict: bool = True, log=print, console=None,
+              prices: dict | None = None) -> dict:
     """The whole job; returns a summary (timings, counts, report path)."""
     from llmbench.report.html import report
     from llmbench.results import record_published
@@ -183,7 +184,8 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
         t0 = time.monotonic()
         command = "llmbench reproduce " + ("--quick" if quick else "--full")
         summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command,
-                                        "headline": fid["headline"]}, log=log, console=console)
+                                        "headline": fid["headline"], "prices": prices or {}},
+                         log=log, console=console)
         timings.append({"step": "report", "seconds": time.monotonic() - t0, "status": "ok"})
     summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path), fidelity=fid)
     (out / "reproduce.json").write_text(json.dumps(summary, indent=2, default=str))
