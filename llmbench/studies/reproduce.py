@@ -43,12 +43,12 @@ def measure_plan(quick: bool = True) -> list[Step]:
     # 3 repeats of the square GEMM in quick mode: on a loaded 2-core CPU 5 did not fit 35 s
     repeats = ("--repeats", "3") if quick else ()
     steps = [Step(name="ceilings", argv=("measure", "ceilings", "--json") + repeats, budget_s=35)]
-    for name, budget in (("transformer-block", 35), ("gpt2-seq-length", 30), ("gas", 30),
-                         ("sparsity", 30), ("bert-train-batch", 30), ("bert-infer-batch", 25),
+    for name, budget in (("transformer-block", 40), ("gpt2-seq-length", 35), ("gas", 35),
+                         ("sparsity", 35), ("bert-train-batch", 35), ("bert-infer-batch", 25),
                          ("genslm", 30), ("dp-scaling", 40)):
         steps.append(Step(name=name, argv=("study", "run", name, "--no-progress") + q, budget_s=budget))
     # weight streaming (optional in the report): the same small GPT trained resident and streamed
-    steps.append(Step(name="streaming", argv=STREAM_ARGV if quick else STREAM_ARGV_FULL, budget_s=25))
+    steps.append(Step(name="streaming", argv=STREAM_ARGV if quick else STREAM_ARGV_FULL, budget_s=35))
     steps.append(Step(name="sparse-loss", argv=("--quick",) if quick else ("--full",), budget_s=120,
                       python_args=("-m", "llmbench.studies.sparse_loss")))
     return steps

@@ -24,7 +24,7 @@ class LossRun:
     n_layers: int = 2
     d_model: int = 128
     n_heads: int = 4
-    batch: int = 8
+    batch: int = 4
     seq_len: int = 64
     steps: int = 150
     """pre-training steps per sparsity level"""
