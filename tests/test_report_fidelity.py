@@ -64,6 +64,10 @@ def test_measured_fig8_claim_reads_the_loss_curves(tmp_path):
                       metrics={"loss_curve": [6.0] * 10 + [end] * 10, "tokens": 1000})
         row = fidelity(db, [claim], validation=_validation(1))["rows"][0]
         assert row["source"] == "measured" and row["verdict"] == "reproduced"  # +15 % at 0.9
+        for s, end in ((0.6, 4.02), (0.8, 4.05), (0.9, 4.08)):  # right order, a gap of 2 % (seed: 15 %)
+            db.record({"suite": "sparse-loss", "sparsity": s, "phase": "pretrain"}, study="sparse-loss",
+                      metrics={"loss_curve": [6.0] * 10 + [end] * 10, "tokens": 1000})
+        assert fidelity(db, [claim], validation=_validation(1))["rows"][0]["verdict"] == "partial"  # +2 %
         db.record({"suite": "sparse-loss", "sparsity": 0.9, "phase": "pretrain"}, study="sparse-loss",
                   metrics={"loss_curve": [6.0] * 10 + [3.9] * 10, "tokens": 1000})
         assert fidelity(db, [claim], validation=_validation(1))["rows"][0]["verdict"] == "contradicted"

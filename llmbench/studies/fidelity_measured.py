@@ -25,8 +25,11 @@ def final_losses(rows: list[dict]) -> dict[float, float]:
 
 
 def sparse_loss(c, ctx) -> Outcome:
-    """Fig. 8: the 0.9-sparse model's final loss over the dense one's, minus 1 (seed: ~0.15); a
-    reproduction needs the losses to rise with sparsity and the 0.9 gap within the tolerance."""
+    """Fig. 8: the 0.9-sparse model's final loss over the dense one's, minus 1 (seed: ~0.15). A
+    reproduction needs the losses to rise with sparsity and the 0.9 gap within the tolerance; a gap
+    of the right sign with losses in the seed's order is at least partial (its size grows with
+    training length, and these runs are far shorter than the seed's 3B tokens); a sparse model
+    that ends at or below the dense one contradicts the seed."""
     rows = _rows(ctx, c["study"])
     fl = final_losses(rows)
     if 0.0 not in fl or 0.9 not in fl:
@@ -38,6 +41,8 @@ def sparse_loss(c, ctx) -> Outcome:
     verdict, err = numeric_verdict(gap, c["published"], c.get("tolerance", 0.5), c.get("factor", 3.0)) \
         if gap > 0 else ("contradicted", -1.0)
     if verdict == "reproduced" and not rising:
+        verdict = "partial"
+    if verdict == "contradicted" and gap > 0 and rising:
         verdict = "partial"
     ft = [r for r in rows if (r.get("point") or {}).get("phase") == "finetune"]
     rec = ""
