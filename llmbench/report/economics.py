@@ -10,7 +10,7 @@ price shows "no price", never a guess.
 from __future__ import annotations
 
 from . import style
-from .plotkit import empty, finish, label_axes, pyplot
+from .plotkit import empty, figure_legend, label_axes, pyplot
 from .rows import Data, devices_of, field, metric
 from .tables import Table, fmt
 
@@ -68,31 +68,32 @@ def economics_table(data: Data, prices: dict | None = None) -> Table:
 
 
 def draw_economics(data: Data, prices: dict | None = None):
-    """Left (seed 004): tokens/s per user against wafers/devices, labelled with USD per M tokens.
-    Right (seed 001): GPT-2 XL training, cost per M tokens against tokens/s per device."""
+    """Seed 004: tokens/s per user, and cost per M tokens, against the devices (wafers) that hold
+    each Llama model; seed 001: GPT-2 XL training cost per M tokens against tokens/s. No text is
+    written on the points: the legend and the table carry the names."""
     plt = pyplot()
     prices = prices if prices is not None else getattr(data, "prices", None)
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.4))
-    ax = axes[0]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 6.2))
     rows = [r for r in data.predicted("llm-inference") if metric(r, "decode_tokens_per_s_per_seq")]
     markers = {m: mk for m, mk in zip(sorted({r.get("model") for r in rows}), "o^sDv")}
     for r in rows:
         e = economics(r, prices)
-        hw = r.get("hardware")
-        ax.plot([e["devices"]], [metric(r, "decode_tokens_per_s_per_seq")], marker=markers[r.get("model")],
-                color=style.hw_colour(hw), linestyle="none", markersize=7,
-                label=f"predicted · {r.get('model')} on {style.hw_label(hw)}")
-        cost = f"${e['usd_per_mtoken']:,.0f}/M" if e["usd_per_mtoken"] else "no price"
-        ax.annotate(cost, (e["devices"], metric(r, "decode_tokens_per_s_per_seq")), fontsize=6.5,
-                    xytext=(5, 3 if hw != "cs3" else -9), textcoords="offset points")
+        hw, kw = r.get("hardware"), dict(marker=markers[r.get("model")], linestyle="none", markersize=7)
+        label = f"predicted · {r.get('model')} on {style.hw_label(hw)}"
+        axes[0].plot([e["devices"]], [metric(r, "decode_tokens_per_s_per_seq")], color=style.hw_colour(hw),
+                     label=label, **kw)
+        if e["usd_per_mtoken"]:
+            axes[1].plot([e["devices"]], [e["usd_per_mtoken"]], color=style.hw_colour(hw), **kw)
     if rows:
-        label_axes(ax, x="devices (wafers for CS-2/CS-3)", y="decode tokens/s per user (batch 1)", xlog=2,
-                   ylog=True, title="seed 004: speed, wafers and cost per M tokens",
-                   legend={"loc": "upper center", "bbox_to_anchor": (0.5, -0.16), "ncol": 2, "fontsize": 6})
+        label_axes(axes[0], x="devices (wafers for CS-2/CS-3)", y="decode tokens/s per user (batch 1)",
+                   xlog=2, ylog=True, title="seed 004: speed against wafers")
+        label_axes(axes[1], x="devices (wafers for CS-2/CS-3)", y="USD per million generated tokens",
+                   xlog=2, ylog=True, title="seed 004: cost against wafers (no price: not drawn)")
     else:
-        empty(ax)
-    _training_cost(axes[1], data, prices)
-    return finish(fig)
+        empty(axes[0])
+        empty(axes[1])
+    _training_cost(axes[2], data, prices)
+    return figure_legend(fig, axes, ncol=4)
 
 
 def _training_cost(ax, data: Data, prices: dict | None) -> None:
@@ -106,6 +107,5 @@ def _training_cost(ax, data: Data, prices: dict | None) -> None:
                 label=f"predicted · {style.hw_label(hw)}")
     if not pts:
         return empty(ax, "no priced prediction")
-    label_axes(ax, x="GPT-2 XL training tokens/s, one device", y="USD per million tokens", xlog=True, ylog=True,
-               title="seed 001: price / performance (GPT-2 XL training)",
-               legend={"loc": "upper center", "bbox_to_anchor": (0.5, -0.16), "ncol": 3, "fontsize": 6})
+    label_axes(ax, x="GPT-2 XL training tokens/s, one device", y="USD per million tokens", ylog=True,
+               title="seed 001: price / performance (GPT-2 XL training)")

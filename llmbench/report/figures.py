@@ -133,14 +133,15 @@ FIGURES: tuple[FigureSpec, ...] = (
                "Stars: Cerebras' published 1,800 tokens/s for Llama-3.1-8B on one CS-3.",
                draw_llm_inference),
     FigureSpec("economics", "Energy and cost: speed against devices and price", ("llm-inference", "dp-scaling"),
-               "Left (seed 004): predicted decode tokens/s per user at batch 1 against the devices that hold "
-               "the model (wafers for CS-2/CS-3 in SRAM-pipeline mode), each point labelled with its cost per "
-               "million tokens (catalog price per device-hour x devices / tokens/s). More wafers hold larger "
+               "Left and middle (seed 004): predicted decode tokens/s per user at batch 1, and cost per million "
+               "generated tokens (catalog price per device-hour x devices / tokens/s), against the devices that "
+               "hold the model (wafers for CS-2/CS-3 in SRAM-pipeline mode). More wafers hold larger "
                "models and longer contexts at a higher cost per token; the model has no pipelining across "
                "wafers, so extra wafers add no throughput. Right (seed 001): GPT-2 XL training cost per "
                "million tokens against tokens/s on one device. Prices: cloud on-demand list prices, or for "
-               "CS-2 a $2.5M purchase amortised over 5 years (seed 001); CS-3 has no published price and "
-               "shows 'no price'. The table below gives energy per token with each number's source.",
+               "CS-2 a $2.5M purchase amortised over 5 years (seed 001); CS-3 has no published price and is "
+               "left out of the cost panel. The table 'Energy and cost per token' gives J/token with each "
+               "number's source.",
                draw_economics),
     FigureSpec("streaming", "Weight streaming on this machine", ("streaming",),
                "The same small GPT trained twice in one process with the same seed: with its weights "

@@ -140,15 +140,16 @@ def finish(fig, axes_with_legend=()):
     return fig
 
 
-def figure_legend(fig, axes):
+def figure_legend(fig, axes, ncol: int = 6):
     """One legend under the panels with every entry of `axes` once (panels share hardware)."""
     seen = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
-    fig.tight_layout(rect=(0, 0.12 if seen else 0, 1, 1))
+    rows = -(-len(seen) // ncol)  # the legend's rows: room under the panels for each
+    fig.tight_layout(rect=(0, min(0.45, 0.05 + 0.035 * rows) if seen else 0, 1, 1))
     if seen:
-        fig.legend(seen.values(), seen.keys(), loc="lower center", ncol=min(6, len(seen)), fontsize=7.5,
+        fig.legend(seen.values(), seen.keys(), loc="lower center", ncol=min(ncol, len(seen)), fontsize=7,
                    frameon=False)
     return fig
 

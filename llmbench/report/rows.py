@@ -109,8 +109,11 @@ def metric(row: dict, name: str) -> float | None:
 
 
 def devices_of(row: dict) -> int:
-    """Devices a result ran on: what a prediction chose, else the workload's (1 if unsaid)."""
-    return int(metric(row, "devices") or field(row, "devices") or 1)
+    """Devices a result ran on: what a prediction chose (its metrics' devices, or the workload it
+    reports it ran as), else the workload's (1 if unsaid)."""
+    ran = ((row.get("metrics") or {}).get("workload") or {}).get("devices")
+    return int(metric(row, "devices") or (ran if isinstance(ran, int) and ran > 0 else 0)
+               or field(row, "devices") or 1)
 
 
 def ref_id(row: dict) -> str | None:
