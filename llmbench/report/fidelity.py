@@ -46,7 +46,8 @@ def counts_text(rows: list[dict]) -> str:
 
 def fidelity_table(data: Data) -> Table:
     rows = fidelity_rows(data)
-    t = Table("fidelity", "Seed fidelity: every claim of the seed documents, checked", list(COLUMNS))
+    title = "Seed fidelity: " + (counts_text(rows) if rows else "every claim of the seed documents, checked")
+    t = Table("fidelity", title, list(COLUMNS))
     for r in rows:
         t.rows.append(["" if r[c] is None else r[c] for c in COLUMNS])
     per_seed = []
