@@ -7,7 +7,7 @@ the prediction of the same workload on the same hardware: a table and a measured
 from __future__ import annotations
 
 from . import style
-from .plotkit import finish, label_axes, model_label, pyplot
+from .plotkit import figure_legend, label_axes, model_label, pyplot
 from .rows import Data, field, metric
 from .tables import Table, fmt
 
@@ -64,17 +64,18 @@ def draw_runs(data: Data):
     plt = pyplot()
     fig, axes = plt.subplots(1, len({e["what"] for e in es}), figsize=(5.2 * len({e["what"] for e in es}), 4.4),
                              squeeze=False)
+    markers = dict(zip(sorted({e["row"].get("suite") or "" for e in es}), "o^sDvPX*" * 4))  # one per suite
     for ax, what in zip(axes[0], sorted({e["what"] for e in es})):
         mine = [e for e in es if e["what"] == what]
         lo = min(min(e["measured"], e["predicted"]) for e in mine) / 2
         hi = max(max(e["measured"], e["predicted"]) for e in mine) * 2
         ax.plot([lo, hi], [lo, hi], color="#666666", lw=0.8, label="predicted = measured")
-        for suite, marker in zip(sorted({e["row"].get("suite") or "" for e in mine}), "o^sDvPX*" * 4):
+        for suite in sorted({e["row"].get("suite") or "" for e in mine}):
+            marker = markers[suite]
             pts = [(e["measured"], e["predicted"]) for e in mine if (e["row"].get("suite") or "") == suite]
             ax.plot(*zip(*pts), **style.measured_kw(marker=marker, markeredgecolor="black"),
                     label=f"measured here · suite {suite} ({len(pts)})")
-        label_axes(ax, x=f"measured {what}", y=f"predicted {what}", xlog=True, ylog=True, title=what,
-                   legend={"loc": "upper left", "fontsize": 6.5})
+        label_axes(ax, x=f"measured {what}", y=f"predicted {what}", xlog=True, ylog=True, title=what)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-    return finish(fig)
+    return figure_legend(fig, axes[0], ncol=5)  # under the panels: never over a point
