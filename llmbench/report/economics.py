@@ -10,13 +10,14 @@ price shows "no price", never a guess.
 from __future__ import annotations
 
 from . import style
-from .plotkit import empty, figure_legend, label_axes, pyplot
+from .plotkit import empty, figure_legend, label_axes, pyplot, unfit
 from .rows import Data, devices_of, field, metric
 from .tables import Table, fmt
 
 #: (study, how to pick its rows, what the row is) of the workloads the economics table shows
 VIEWS = (("dp-scaling", {"devices": 1}, "GPT-2 XL training, 16 seq x 1024, 1 device"),
-         ("llm-inference", {}, "decode at batch 1 (prompt 2048, 256 new)"))
+         ("llm-inference", {}, "decode at batch 1 (prompt 2048, 256 new)"),
+         ("time-to-train", {}, "one epoch (time-to-train)"))
 
 
 def hw_economics(name: str, prices: dict | None = None) -> tuple[float | None, str, float | None, str]:
@@ -42,21 +43,25 @@ def economics(row: dict, prices: dict | None = None) -> dict:
     return {"tokens_per_s": tps, "devices": n, "power_w": power, "power_source": psrc,
             "price": price, "price_source": prsrc,
             "j_per_token": power * n / tps if power and tps else None,
-            "usd_per_mtoken": price * n / 3600.0 / tps * 1e6 if price and tps else None}
+            "usd_per_mtoken": price * n / 3600.0 / tps * 1e6 if price and tps else None,
+            "usd_per_epoch": price * n * epoch / 3600.0 if price and (epoch := metric(row, "epoch_time_s")) else None}
 
 
 def economics_table(data: Data, prices: dict | None = None) -> Table:
     t = Table("economics", "Energy and cost per token (predicted)",
               ["workload", "model", "hardware", "devices", "tokens/s", "energy (J/token)",
-               "USD per M tokens", "power (W)", "USD per device-hour"],
-              kinds=["", "", "", "predicted", "predicted", "predicted", "predicted", "", ""])
+               "USD per M tokens", "USD per epoch", "power (W)", "USD per device-hour"],
+              kinds=["", "", "", "predicted", "predicted", "predicted", "predicted", "predicted", "", ""])
     sources = {}
     for study, want, what in VIEWS:
         for r in data.predicted(study, **want):
             e = economics(r, prices)
             hw = r.get("hardware")
-            t.rows.append([what, r.get("model"), style.hw_label(hw), fmt(e["devices"]), fmt(e["tokens_per_s"]),
-                           fmt(e["j_per_token"]), fmt(e["usd_per_mtoken"]) if e["price"] else "no price",
+            no = "no price" if not e["price"] else "-"
+            name = style.hw_label(hw) + (" (does not fit: predicted oom)" if unfit(r) else "")
+            t.rows.append([what, r.get("model"), name, fmt(e["devices"]), fmt(e["tokens_per_s"]),
+                           fmt(e["j_per_token"]), fmt(e["usd_per_mtoken"]) if e["usd_per_mtoken"] else no,
+                           fmt(e["usd_per_epoch"]) if e["usd_per_epoch"] else no,
                            fmt(e["power_w"]), fmt(e["price"]) if e["price"] else "no price"])
             sources[hw] = f"{style.hw_label(hw)}: power: {e['power_source']}; price: {e['price_source']}"
     t.sources = sorted(sources.values())
