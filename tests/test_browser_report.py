@@ -90,11 +90,9 @@ def built_report(tmp_path_factory):
 
 
 def test_every_image_loads_and_no_console_error(built_report):
-    from llmbench.report.figures import FIGURES
-
     page, tmp = built_report
     verdict, console = render(page, tmp)
-    assert verdict["images"] == len(FIGURES)
+    assert verdict["images"] == page.read_text().count('<img src="img/') >= 10
     assert verdict["broken"] == []
     assert verdict["errors"] == []
     assert console == []
@@ -124,3 +122,60 @@ def test_the_check_fails_on_a_broken_page(tmp_path):
     assert any("boom" in e for e in verdict["errors"])
     assert any("undefinedCall" in e for e in verdict["errors"])
     assert any("boom" in ln for ln in console)
+
+
+SVG_PROBE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>%s
+<script>
+window.addEventListener('load', function () {
+  var out = {};
+  Array.prototype.forEach.call(document.querySelectorAll('object'), function (o) {
+    var d = o.contentDocument, boxes = [], overlaps = [];
+    if (!d) { out[o.id] = {error: 'not loaded'}; return; }
+    Array.prototype.forEach.call(d.querySelectorAll('g[id^="text_"], g[id^="legend_"] g[id^="text_"]'),
+      function (g) { var r = g.getBoundingClientRect(); if (r.width > 0) boxes.push([g.id, r]); });
+    for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+      var a = boxes[i][1], b = boxes[j][1];
+      var w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      var h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      var small = Math.min(a.width * a.height, b.width * b.height);
+      if (w > 0 && h > 0 && w * h > 0.3 * small) overlaps.push(boxes[i][0] + ' / ' + boxes[j][0]);
+    }
+    out[o.id] = {texts: boxes.length, overlaps: overlaps, unfit: d.querySelectorAll('[id^="unfit-"]').length};
+  });
+  var p = document.createElement('pre'); p.id = 'svg-verdict'; p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+});
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def oom_report(tmp_path_factory):
+    """A report whose predictions include points that do not fit (GPT-2 XL GAS on a POD16, GPT-3
+    30B on an A100, the sparsity and sequence-length sweeps): the studies' own predict sections."""
+    from llmbench.report.html import report
+    from llmbench.studies.predict import predict_all
+    from llmbench.studies.spec import studies
+
+    tmp = tmp_path_factory.mktemp("oom")
+    with ResultsDB(tmp / "oom.db") as db:
+        predict_all(db, [studies()[s] for s in ("gas", "sparsity", "gpt2-seq-length")], log=lambda m: None)
+        summary = report(db, tmp / "out", log=lambda m: None)
+    return Path(summary["report"]).parent, tmp
+
+
+def svg_verdict(img_dir: Path, names: list[str], tmp: Path) -> dict:
+    objs = "".join(f'<object id="{n}" data="img/{n}.svg" type="image/svg+xml"></object>' for n in names)
+    page = img_dir.parent / "svg-probe.html"
+    page.write_text(SVG_PROBE % objs)
+    out = chromium(["--allow-file-access-from-files", "--dump-dom", page.as_uri()], tmp / "profile-svg")
+    m = re.search(r'<pre id="svg-verdict">(.*?)</pre>', out.stdout, re.S)
+    assert m, out.stderr[-2000:]
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def test_points_that_do_not_fit_are_hollow_and_no_label_overlaps(oom_report):
+    out, tmp = oom_report
+    v = svg_verdict(out / "img", ["gas", "sparsity", "seq_length"], tmp)
+    for n in ("gas", "sparsity", "seq_length"):
+        assert v[n].get("unfit", 0) > 0, (n, v[n])  # predicted oom: drawn hollow, in Chromium's DOM
+        assert v[n]["texts"] > 10 and v[n]["overlaps"] == [], (n, v[n]["overlaps"])

@@ -91,7 +91,7 @@ def test_report_writes_every_figure_as_png_and_svg(small_report):
     assert summary["rows"]["predicted"] >= 700  # every study's predict: section
     saved = json.loads((out / "reproduce.json").read_text())
     steps = [t["step"] for t in saved["timings"]]
-    assert steps == ["predict", "predict measured points", "validate", "report"]
+    assert steps == ["predict", "predict measured points", "validate", "fidelity", "report"]
     assert "7 measured points predicted" in saved["timings"][1]["status"]  # 2 block, 3 infer, 2 dp
 
 
@@ -367,5 +367,6 @@ def test_cli_reproduce_json_without_measuring(tmp_path):
     assert {"report", "rows", "images", "timings", "total_s", "db"} <= set(summary)
     assert summary["rows"]["published"] >= 30 and summary["rows"]["predicted"] >= 700
     assert [t["step"] for t in summary["timings"]] == ["predict", "predict measured points", "validate",
-                                                       "report"]
+                                                       "fidelity", "report"]
+    assert summary["fidelity"]["counts"]["total"] == len(summary["fidelity"]["rows"]) >= 84
     assert (tmp_path / "o" / "report.html").is_file()

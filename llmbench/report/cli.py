@@ -3,7 +3,9 @@
     llmbench report [--db PATH] [--out DIR] [--json]
 
 (`llmbench reproduce`, which fills the database and then calls this, is studies/cli.py.)
-Imports nothing heavy at import time: matplotlib loads inside the command.
+Imports nothing heavy at import time: matplotlib loads inside the command. The measured runs the
+database holds no prediction for are predicted in memory by `PREDICT_MISSING`, which studies/cli.py
+sets when it registers (report/ itself imports no engine and no studies/).
 """
 from __future__ import annotations
 
@@ -12,12 +14,41 @@ from pathlib import Path
 
 from llmbench._cliutil import add_db, emit_json
 
+#: (readonly ResultsDB) -> prediction rows not written; set by studies/cli.py (studies.predict.predict_missing)
+PREDICT_MISSING = None
+
 
 def register(cli) -> None:
     p = cli.command("report", report_cmd)
     add_db(p)
     p.add_argument("--out", type=Path, default=Path("out"), help="output directory for report.html and img/")
     p.add_argument("--json", action="store_true", help="JSON summary (report path, row counts, images)")
+    p.add_argument("--price", action="append", default=[], metavar="HW=USD",
+                   help="price per device-hour for the energy/cost view, overriding the catalog's "
+                        "(repeatable), e.g. --price cs3=60")
+    p.add_argument("--no-predict", action="store_true",
+                   help="do not predict the measured runs that have no prediction in the database yet "
+                        "(by default they are predicted in memory; the database is not written)")
+
+
+def parse_prices(items: list[str]) -> dict[str, float]:
+    """--price HW=USD (repeatable) -> {hw: USD per device-hour}; the hardware must be in the catalog."""
+    from llmbench.errors import BadInput
+    from llmbench.hardware import catalog
+
+    out = {}
+    for item in items:
+        hw, _, usd = item.partition("=")
+        try:
+            price = float(usd)
+        except ValueError:
+            price = -1.0
+        if not hw or price <= 0 or price != price:
+            raise BadInput(f"--price {item!r}: expected HW=USD with a positive price, e.g. --price cs3=60")
+        if hw not in catalog():
+            raise BadInput(f"--price {item!r}: no hardware {hw!r} in the catalog (llmbench hardware list)")
+        out[hw] = price
+    return out
 
 
 def _log(json_out: bool):
@@ -36,8 +67,11 @@ def report_cmd(a) -> None:
     if a.json:
         from llmbench._cliutil import console
         kw["console"] = console(stderr=True)
+    prices = parse_prices(a.price)
     with open_readonly(path) as rdb:
-        summary = report(rdb, a.out, meta={"db": str(path), "command": "llmbench report"}, log=_log(a.json), **kw)
+        extra = PREDICT_MISSING(rdb) if PREDICT_MISSING and not a.no_predict else []
+        meta = {"db": str(path), "command": "llmbench report", "prices": prices}
+        summary = report(rdb, a.out, meta=meta, log=_log(a.json), extra_rows=extra, **kw)
     summary["db"] = str(path)
     if a.json:
         emit_json(summary)

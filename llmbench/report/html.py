@@ -11,6 +11,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .economics import economics_table
+from .runs import runs_table
+from .fidelity import fidelity_table
 from .figures import FIGURES, FigureSpec
 from .rows import Data, UnknownMetric, command_of
 from .tables import MEASURE_CMD, Table, all_tables, print_tables
@@ -38,6 +41,9 @@ th.k-published{border-bottom:3px solid #d7301f}
 .na{color:#999;font-style:italic}
 .src{font-size:12px;color:#555}
 .note{font-size:12.5px;color:#333}
+.v-reproduced{background:#e3f4e1}.v-partial{background:#fff4d6}.v-missing{background:#eeeeee}
+.v-contradicted{background:#fbe0dc}
+#t-fidelity td{font-size:11.5px}
 """
 
 
@@ -119,6 +125,8 @@ def _table_html(t: Table) -> str:
         cells = []
         for v, k in zip(row, t.kinds):
             cls = "na" if str(v).startswith("not ") else (f"k-{k}" if k else "")
+            if t.id == "fidelity" and v in ("reproduced", "partial", "missing", "contradicted"):
+                cls = f"v-{v}"
             cells.append(f'<td class="{cls}">{_e(v)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     if not body:
@@ -136,6 +144,7 @@ def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, l
     img = out / "img"
     meta = meta or {}
     sections, t0 = [], time.perf_counter()
+    data.prices = meta.get("prices")  # --price overrides, read by the economics figure and table
     for spec in FIGURES:
         files, error = None, None
         try:
@@ -149,8 +158,9 @@ def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, l
             log(f"figure {spec.id}: {error}")
         sections.append(f'<section id="f-{spec.id}"><h2>{_e(spec.title)}</h2>'
                         f"{_figure_html(spec, files, _study_commands(data, spec), error)}</section>")
-    tables = all_tables(data)
-    page = _page(sections, [_table_html(t) for t in tables], meta, data)
+    tables = all_tables(data) + [economics_table(data, meta.get("prices")), runs_table(data)]
+    fid = fidelity_table(data)
+    page = _page(sections, [_table_html(t) for t in tables], meta, data, _table_html(fid))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
@@ -158,7 +168,8 @@ def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, l
     return path
 
 
-def _page(fig_sections: list[str], table_sections: list[str], meta: dict, data: Data) -> str:
+def _page(fig_sections: list[str], table_sections: list[str], meta: dict, data: Data,
+          fidelity_html: str = "") -> str:
     counts = {s: sum(1 for r in data.all if r.get("source") == s) for s in MARK}
     when = meta.get("date") or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = "".join(f'<a href="#f-{f.id}">{_e(f.title)}</a>' for f in FIGURES)
@@ -183,7 +194,9 @@ def _page(fig_sections: list[str], table_sections: list[str], meta: dict, data: 
 <section class="key"><span class="k-measured">● measured here (green circles)</span>
 <span class="k-predicted">■ predicted by llmbench (lines, squares)</span>
 <span class="k-published">★ published (red stars)</span></section>
-<nav>{nav}</nav>
+{_headline_html(meta)}
+<nav><a href="#t-fidelity">Seed fidelity</a>{nav}</nav>
+{fidelity_html}
 {"".join(fig_sections)}
 {"".join(table_sections)}
 {timing_html}
@@ -191,9 +204,22 @@ def _page(fig_sections: list[str], table_sections: list[str], meta: dict, data: 
 """
 
 
-def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, console=None) -> dict:
-    """Tables in the terminal and DIR/report.html from whatever `db` holds."""
+def _headline_html(meta: dict) -> str:
+    """validate's median error (leave-one-source-out where validate reports it) for the header."""
+    h = meta.get("headline") or {}
+    if h.get("median_abs_error") is None:
+        return ""
+    return (f'<p class="note">Predicted against published (<code>llmbench validate</code>): median '
+            f'absolute error {h["median_abs_error"]:.1%} ({_e(h.get("kind", ""))}).</p>')
+
+
+def report(db, out_dir: str | Path, *, meta: dict | None = None, log=print, console=None,
+           extra_rows: list[dict] | None = None) -> dict:
+    """Tables in the terminal and DIR/report.html from whatever `db` holds (plus `extra_rows`:
+    predictions made for this report and not stored)."""
     data = Data.from_db(db)
+    for r in extra_rows or []:
+        data.add(r)
     print_tables(all_tables(data), console)
     path = build_report(data, out_dir, meta=meta, log=log)
     counts = {s: sum(1 for r in data.all if r.get("source") == s)

@@ -48,14 +48,43 @@ def label_axes(ax, *, x: str | None = None, y: str | None = None, title: str | N
         ax.legend(**legend)
 
 
-def predicted_lines(ax, rows, x, y, scale=1.0, label_suffix="") -> bool:
-    """One predicted line per hardware; returns whether anything was drawn."""
+UNFIT_LABEL = "hollow: predicted not to fit device memory"
+
+
+def unfit(row: dict) -> bool:
+    """A prediction the model says does not fit (recorded as status oom, metrics kept)."""
+    return row.get("status") == "oom" or (row.get("metrics") or {}).get("fits") is False
+
+
+def mark_unfit(ax, rows, x, y, scale=1.0, hw: str | None = None) -> bool:
+    """Hollow markers over the points of `rows` that do not fit, with one legend entry per panel
+    (the SVG groups them under id 'unfit…', which the browser test looks for)."""
+    pts = [(field(r, x), metric(r, y)) for r in rows if unfit(r)]
+    pts = sorted((a, b * scale) for a, b in pts if a is not None and b is not None)
+    if not pts:
+        return False
+    hollow(ax, [p[0] for p in pts], [p[1] for p in pts], hw)
+    return True
+
+
+def hollow(ax, xs, ys, hw: str | None = None) -> None:
+    """Draw (xs, ys) as hollow squares in the hardware's colour: predicted not to fit."""
+    (line,) = ax.plot(list(xs), list(ys), **style.unfit_kw(style.hw_colour(hw) if hw else "#444444"))
+    line.set_gid(f"unfit-{hw or 'x'}-{id(line)}")
+    if UNFIT_LABEL not in ax.get_legend_handles_labels()[1]:
+        ax.plot([], [], label=UNFIT_LABEL, **style.unfit_kw("#444444"))
+
+
+def predicted_lines(ax, rows, x, y, scale=1.0, label_suffix="", **kw) -> bool:
+    """One predicted line per hardware, points that do not fit hollow; whether anything was drawn."""
     drawn = False
     for hw in hw_order(rows):
-        xs, vs = xy([r for r in rows if r.get("hardware") == hw], x, y)
+        mine = [r for r in rows if r.get("hardware") == hw]
+        xs, vs = xy(mine, x, y)
         if xs:
             ax.plot(xs, [v * scale for v in vs], label=f"predicted · {style.hw_label(hw)}{label_suffix}",
-                    **style.predicted_kw(hw))
+                    **style.predicted_kw(hw, **kw))
+            mark_unfit(ax, mine, x, y, scale, hw)
             drawn = True
     return drawn
 
@@ -111,15 +140,16 @@ def finish(fig, axes_with_legend=()):
     return fig
 
 
-def figure_legend(fig, axes):
+def figure_legend(fig, axes, ncol: int = 6):
     """One legend under the panels with every entry of `axes` once (panels share hardware)."""
     seen = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
-    fig.tight_layout(rect=(0, 0.12 if seen else 0, 1, 1))
+    rows = -(-len(seen) // ncol)  # the legend's rows: room under the panels for each
+    fig.tight_layout(rect=(0, min(0.45, 0.05 + 0.035 * rows) if seen else 0, 1, 1))
     if seen:
-        fig.legend(seen.values(), seen.keys(), loc="lower center", ncol=min(6, len(seen)), fontsize=7.5,
+        fig.legend(seen.values(), seen.keys(), loc="lower center", ncol=min(ncol, len(seen)), fontsize=7,
                    frameon=False)
     return fig
 

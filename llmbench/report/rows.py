@@ -51,10 +51,21 @@ STREAM_METRICS = {
     "max_rel_loss_diff": "largest relative difference of the two loss curves",
     "n_layers": "layers of the streamed model", "d_model": "its width",
 }
+#: a seed claim's row (studies/fidelity.py, stored as study "fidelity"): fidelity_<column>
+FIDELITY_METRICS = {f"fidelity_{k}": v for k, v in {
+    "id": "claim id (seed-number)", "seed": "seed document", "where": "section, figure or table",
+    "claim": "the claim", "published": "the published value or trend", "llmbench": "what llmbench computes",
+    "source": "measured / predicted in-sample / out-of-sample / priors", "verdict": "computed verdict",
+    "tolerance": "the verdict's tolerance", "detail": "error, refusal, scope", "check": "how it is checked",
+}.items()}
+#: a measured loss curve (studies/sparse_loss.py: seed 002 Fig. 8)
+CURVE_METRICS = {"loss_curve": "training loss per step (list)", "tokens": "tokens trained in the run",
+                 "curve_every": "steps between two points of loss_curve"}
 #: a prediction's chosen device count (inference: the fewest that hold the model), which
 #: perfmodel reports beside its METRICS until the chosen layout is part of the result's workload
 PREDICTED_EXTRA = {"devices": "devices the prediction used"}
-KNOWN_METRICS = {**METRICS, **PUBLISHED_METRICS, **VALIDATION_METRICS, **STREAM_METRICS, **PREDICTED_EXTRA}
+KNOWN_METRICS = {**METRICS, **PUBLISHED_METRICS, **VALIDATION_METRICS, **STREAM_METRICS, **PREDICTED_EXTRA,
+                 **FIDELITY_METRICS, **CURVE_METRICS}
 _FIELDS = set(WORKLOAD_FIELDS) | set(LAYOUT_FIELDS)
 _COLUMNS = ("hardware", "model", "source", "study", "suite", "status")
 
@@ -98,8 +109,11 @@ def metric(row: dict, name: str) -> float | None:
 
 
 def devices_of(row: dict) -> int:
-    """Devices a result ran on: what a prediction chose, else the workload's (1 if unsaid)."""
-    return int(metric(row, "devices") or field(row, "devices") or 1)
+    """Devices a result ran on: what a prediction chose (its metrics' devices, or the workload it
+    reports it ran as), else the workload's (1 if unsaid)."""
+    ran = ((row.get("metrics") or {}).get("workload") or {}).get("devices")
+    return int(metric(row, "devices") or (ran if isinstance(ran, int) and ran > 0 else 0)
+               or field(row, "devices") or 1)
 
 
 def ref_id(row: dict) -> str | None:
@@ -182,6 +196,8 @@ class Data:
     def __init__(self, rows_by_study: dict[str, list[dict]], all_rows: list[dict]):
         self.by_study = rows_by_study
         self.all = all_rows
+        self.prices: dict | None = None
+        """price per device-hour overrides (llmbench report --price HW=USD)"""
         self.measured_ids = {r["workload_id"] for r in all_rows
                              if r.get("source") == "measured" and r.get("workload_id")}
 
@@ -202,6 +218,12 @@ class Data:
             if r.get("study"):
                 grouped[r["study"]].append(r)
         return cls(dict(grouped), list(rows))
+
+    def add(self, row: dict) -> None:
+        """A row not in the database (a prediction made for this report)."""
+        self.all.append(row)
+        if row.get("study"):
+            self.by_study.setdefault(row["study"], []).append(row)
 
     def get(self, study: str | None = None, source: str | None = None, *, status: str | None = "ok",
             **want) -> list[dict]:

@@ -64,3 +64,9 @@ def published_kw(**extra) -> dict:
 
 def predicted_kw(hw: str, **extra) -> dict:
     return {**dict(color=hw_colour(hw), marker="s", markersize=4, linestyle="-", linewidth=1.6), **extra}
+
+
+def unfit_kw(colour: str) -> dict:
+    """A prediction that does not fit device memory: a hollow square over the line's point."""
+    return dict(color=colour, marker="s", markersize=8, markerfacecolor="white", markeredgecolor=colour,
+                markeredgewidth=1.4, linestyle="none", zorder=4)

@@ -90,6 +90,9 @@ def register(cli) -> None:
                    "section, else every accelerator)")
     add_db(p)
     add_json(p)
+    from llmbench.report import cli as report_cli
+
+    report_cli.PREDICT_MISSING = _predict_missing  # `llmbench report` predicts the runs it lacks
     p = cli.command("reproduce", reproduce_cmd)
     p.add_argument("--quick", action=argparse.BooleanOptionalAction, default=True,
                    help="--quick (default): shrunk studies under time budgets, < 10 min on 2 CPU cores; "
@@ -100,6 +103,9 @@ def register(cli) -> None:
     p.add_argument("--measure", action=argparse.BooleanOptionalAction, default=True,
                    help="run the measured studies here (default)")
     p.add_argument("--json", action="store_true", help="JSON summary (timings, counts, report path)")
+    p.add_argument("--price", action="append", default=[], metavar="HW=USD",
+                   help="price per device-hour for the energy/cost view, overriding the catalog's "
+                        "(repeatable), e.g. --price cs3=60")
 
 
 def _name(p) -> None:
@@ -178,15 +184,23 @@ def _log(json_out: bool):
     return (lambda m: print(m, file=sys.stderr)) if json_out else print
 
 
+def _predict_missing(db):
+    from llmbench.studies.predict import predict_missing
+
+    return predict_missing(db)
+
+
 def reproduce_cmd(a) -> None:
     """Measure here, predict what every study plans, compare with published, write the report."""
+    from llmbench.report.cli import parse_prices
     from llmbench.studies.reproduce import reproduce
 
+    prices = parse_prices(a.price)
     console = None
     if a.json:  # stdout carries only the JSON; tables and progress go to stderr
         from llmbench._cliutil import console as make_console
         console = make_console(stderr=True)
     summary = reproduce(quick=a.quick, out_dir=a.out, db_path=a.db, measure=a.measure,
-                        log=_log(a.json), console=console)
+                        log=_log(a.json), console=console, prices=prices)
     if a.json:
         emit_json(summary)

@@ -164,3 +164,29 @@ def predict_measured(store: ResultsDB, *, log=print) -> int:
     log(f"  this machine: predicted {n} measured workloads"
         + (f"; no catalog entry for {', '.join(sorted(unknown))}" if unknown else ""))
     return n
+
+
+def predict_missing(store: ResultsDB) -> list[dict]:
+    """Rows (not written) predicting every measured workload of `store` that has no prediction
+    yet, on the hardware it ran on: what `llmbench report --db` draws beside a user's own runs
+    without writing to their database. Hardware the catalog does not know is left out."""
+    from llmbench.hardware import get_hardware
+    from llmbench.results.store import make_row
+
+    have = {r["workload_id"] for r in store.query(source="predicted") if r.get("workload_id")}
+    out, seen = [], set()
+    for r in store.query(source="measured", status="ok"):
+        wid = r.get("workload_id")
+        if not wid or wid in have or wid in seen:
+            continue
+        seen.add(wid)
+        w = Workload.from_dict(r["point"])
+        try:
+            hw = get_hardware(w.hardware)
+        except ValueError:
+            continue
+        status, metrics, error = predict_one(w, hw)
+        for study in store.studies_of(r["key"]) or [None]:
+            out.append(make_row(w, source="predicted", status=status, metrics=metrics, error=error,
+                                study=study, environment={"command": predict_command(w), "predicts": "measured"}))
+    return out

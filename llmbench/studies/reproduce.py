@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmbench.report.rows import flat_ceilings
+from llmbench.studies.fidelity import counts_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,17 +37,20 @@ class Step:
 
 def measure_plan(quick: bool = True) -> list[Step]:
     """The measured pieces, cheapest first; budgets sum to ~7 minutes (the rest: predict + report).
-    Every shipped study with points to measure has its budget here (tests/test_report.py checks)."""
+    Every shipped study with points to measure has its budget here (tests/test_report.py checks).
+    Seed 002 Fig. 8 (sparse against dense loss curves, studies/sparse_loss.py) has 2 of them."""
     q = ("--quick",) if quick else ()
     # 3 repeats of the square GEMM in quick mode: on a loaded 2-core CPU 5 did not fit 35 s
     repeats = ("--repeats", "3") if quick else ()
-    steps = [Step(name="ceilings", argv=("measure", "ceilings", "--json") + repeats, budget_s=45)]
-    for name, budget in (("transformer-block", 50), ("gpt2-seq-length", 45), ("gas", 45),
-                         ("sparsity", 40), ("bert-train-batch", 40), ("bert-infer-batch", 30),
-                         ("genslm", 45), ("dp-scaling", 50)):
+    steps = [Step(name="ceilings", argv=("measure", "ceilings", "--json") + repeats, budget_s=35)]
+    for name, budget in (("transformer-block", 40), ("gpt2-seq-length", 35), ("gas", 35),
+                         ("sparsity", 35), ("bert-train-batch", 35), ("bert-infer-batch", 25),
+                         ("genslm", 30), ("dp-scaling", 40)):
         steps.append(Step(name=name, argv=("study", "run", name, "--no-progress") + q, budget_s=budget))
     # weight streaming (optional in the report): the same small GPT trained resident and streamed
     steps.append(Step(name="streaming", argv=STREAM_ARGV if quick else STREAM_ARGV_FULL, budget_s=35))
+    steps.append(Step(name="sparse-loss", argv=("--quick",) if quick else ("--full",), budget_s=120,
+                      python_args=("-m", "llmbench.studies.sparse_loss")))
     return steps
 
 
@@ -99,7 +103,8 @@ def run_step(step: Step, db_path: Path, *, quick: bool, deadline: float, log=pri
         raise
     dt = time.monotonic() - t0
     log(f"  {step.name:<18} {dt:6.1f} s  {status}")
-    return {"step": step.name, "command": "llmbench " + " ".join(step.argv), "seconds": dt,
+    head = "llmbench" if step.python_args == ("-m", "llmbench") else "python " + " ".join(step.python_args)
+    return {"step": step.name, "command": head + " " + " ".join(step.argv), "seconds": dt,
             "status": status, "stdout": out or ""}
 
 
@@ -141,7 +146,8 @@ def record_ceilings(db, result: dict) -> None:
 
 
 def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str | Path | None = None,
-              measure: bool = True, predict: bool = True, log=print, console=None) -> dict:
+              measure: bool = True, predict: bool = True, log=print, console=None,
+              prices: dict | None = None) -> dict:
     """The whole job; returns a summary (timings, counts, report path)."""
     from llmbench.report.html import report
     from llmbench.results import record_published
@@ -173,14 +179,29 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
         if predict:
             timings += _predict_all(db, log=log)
         t0 = time.monotonic()
+        fid = _fidelity(db, log=log)
+        timings.append({"step": "fidelity", "seconds": time.monotonic() - t0, "status": counts_line(fid["counts"])})
+        t0 = time.monotonic()
         command = "llmbench reproduce " + ("--quick" if quick else "--full")
-        summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command}, log=log,
-                         console=console)
+        summary = report(db, out, meta={"timings": timings, "db": str(db_path), "command": command,
+                                        "headline": fid["headline"], "prices": prices or {}},
+                         log=log, console=console)
         timings.append({"step": "report", "seconds": time.monotonic() - t0, "status": "ok"})
-    summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path))
+    summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path), fidelity=fid)
     (out / "reproduce.json").write_text(json.dumps(summary, indent=2, default=str))
     log(f"reproduce finished in {summary['total_s']:.0f} s: {summary['report']}")
+    log("seed fidelity: " + counts_line(fid["counts"]) + " (per claim: report.html#t-fidelity)")
     return summary
+
+
+def _fidelity(db, *, log=print) -> dict:
+    """The seed-fidelity table (studies/fidelity.py), recorded as study "fidelity"."""
+    from llmbench.studies.fidelity import fidelity, record
+
+    fid = fidelity(db)
+    record(db, fid)
+    log("seed fidelity: " + counts_line(fid["counts"]))
+    return fid
 
 
 def _predict_all(db, *, log=print) -> list[dict]:

@@ -144,7 +144,7 @@ def _check_builds(w: Workload) -> None:
     replicas' micro-steps; raises ValueError saying why not."""
     _spec_of(w.model, tuple(sorted(w.resize.items())), w.head, w.seq_len + w.gen_len)
     if w.suite in ("train", "genslm"):
-        w.micro_steps(dp=w.devices or 1)
+        w.micro_steps()  # the replicas its tp and pp leave (devices when unsaid)
 
 
 @functools.lru_cache(maxsize=256)
