@@ -85,39 +85,41 @@ def _config(a):
     return a._config(**{k: getattr(a, k) for k in names if getattr(a, k) is not None})
 
 
-def stream_train(a) -> None:
-    """Train with fp32 masters and Adam state in a ParameterStore, streamed layer by layer."""
-    from llmbench.streaming.run import record, run_train
-
+def _run(a, run, record) -> dict | None:
+    """Check --db is writable before the work, run, record on rank 0, print --json; the output
+    for a table, or None when nothing is left to print (another rank, or --json)."""
     cfg = _config(a)
     if a.db:
         from llmbench.results.safe import check_writable
         check_writable(a.db)  # before the work, not after it
-    out = run_train(cfg)
-    if out["rank"] != 0:
-        return
+    out = run(cfg)
+    if out.get("rank", 0) != 0:
+        return None
     if a.db:
         out["result_keys"] = record(a.db, cfg, out)
     if a.json:
-        return emit_json(out)
-    _print(out, "stream train", TRAIN_KEYS)
-    print("loss: " + " ".join(f"{x:.4f}" for x in out["loss"]))
+        emit_json(out)
+        return None
+    return out
+
+
+def stream_train(a) -> None:
+    """Train with fp32 masters and Adam state in a ParameterStore, streamed layer by layer."""
+    from llmbench.streaming.run import record, run_train
+
+    out = _run(a, run_train, record)
+    if out is not None:
+        _print(out, "stream train", TRAIN_KEYS)
+        print("loss: " + " ".join(f"{x:.4f}" for x in out["loss"]))
 
 
 def stream_compare(a) -> None:
     """Train the same model resident, then streamed, from the same initial state and data."""
     from llmbench.streaming.run import record, run_compare
 
-    cfg = _config(a)
-    if a.db:
-        from llmbench.results.safe import check_writable
-        check_writable(a.db)
-    out = run_compare(cfg)
-    if a.db:
-        out["result_keys"] = record(a.db, cfg, out)
-    if a.json:
-        return emit_json(out)
-    _print(out, "stream compare", COMPARE_KEYS)
+    out = _run(a, run_compare, record)
+    if out is not None:
+        _print(out, "stream compare", COMPARE_KEYS)
 
 
 def stream_infer(a) -> None:
@@ -125,21 +127,11 @@ def stream_infer(a) -> None:
     resident, requests micro-batched so every stage works every step (seed 004's wafer pipeline)."""
     from llmbench.streaming.pipeline import record, run_pipeline
 
-    cfg = _config(a)
-    if a.db:
-        from llmbench.results.safe import check_writable
-        check_writable(a.db)
-    out = run_pipeline(cfg)
-    if out["rank"] != 0:
-        return
-    if a.db:
-        out["result_keys"] = record(a.db, cfg, out)
-    if a.json:
-        return emit_json(out)
-    keys = [k for k in ("model", "stages", "batch", "micro_batches", "time_to_first_token_s",
-                        "decode_tokens_per_s_per_seq", "decode_tokens_per_s", "max_batch_x_context")
-            if k in out]
-    _print(out, "stream infer (pipelined)", keys)
+    out = _run(a, run_pipeline, record)
+    if out is not None:
+        keys = ("model", "stages", "batch", "micro_batches", "time_to_first_token_s",
+                "decode_tokens_per_s_per_seq", "decode_tokens_per_s", "max_batch_x_context")
+        _print(out, "stream infer (pipelined)", list(keys))
 
 
 def _print(out: dict, title: str, keys: list[str]) -> None:

@@ -316,18 +316,12 @@ def reference_generate(cfg: PipelineConfig) -> list[list[int]]:
     """Single-process greedy decoding with a KV cache, the same weights and prompts (the whole
     batch at once, the LM head on the last position)."""
     from llmbench.measure.modeling import build_model
-    from llmbench.streaming.trainers import initial_groups
+    from llmbench.streaming.trainers import load_initial
 
     context = cfg.prompt_len + cfg.gen_len
     spec = resolve_spec(cfg, seq=context)
     model = build_model(spec, meta=True).to_empty(device="cpu")
-    params = dict(model.named_parameters())
-    groups = initial_groups(spec, cfg.seed)
-    next(groups)
-    with torch.no_grad():
-        for _, tensors in groups:
-            for name, t in tensors.items():
-                params[name].copy_(t)
+    load_initial(model, spec, cfg.seed)
     model.to(DTYPES[cfg.precision])
     caches = model.new_caches(cfg.batch, context)
     x, start, out = prompts_of(spec, cfg), 0, []

@@ -161,6 +161,17 @@ def loss_scale_of(cfg: StreamConfig) -> LossScale | None:
     return LossScale(scale=cfg.loss_scale_init, growth_interval=cfg.loss_scale_growth_interval)
 
 
+def load_initial(model, spec, seed: int) -> None:
+    """Copy the initial weights the streamed runs start from (initial_groups) into a resident model."""
+    params = dict(model.named_parameters())
+    groups = initial_groups(spec, seed)
+    next(groups)
+    with torch.no_grad():
+        for _, tensors in groups:
+            for name, t in tensors.items():
+                params[name].copy_(t)
+
+
 class ResidentTrainer:
     """The reference: the whole model on the device, torch.optim.AdamW, same init and data, and
     the same precision policy: fp32; or bf16/fp16 weights with fp32 master copies that AdamW
@@ -171,13 +182,7 @@ class ResidentTrainer:
 
         check_resident_fits(spec, cfg, device)
         self.model = build_model(spec, meta=True).to_empty(device=device)
-        params = dict(self.model.named_parameters())
-        groups = initial_groups(spec, cfg.seed)
-        next(groups)
-        with torch.no_grad():
-            for _, tensors in groups:
-                for name, t in tensors.items():
-                    params[name].copy_(t)
+        load_initial(self.model, spec, cfg.seed)
         self.mixed = cfg.precision != "fp32"
         self.params = list(self.model.parameters())
         self.masters = self.params
