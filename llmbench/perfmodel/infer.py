@@ -18,10 +18,11 @@ import math
 from dataclasses import dataclass
 
 from llmbench.errors import BadInput
-from llmbench.models.counting import dtype_bytes, kv_cache_bytes_per_token
+from llmbench.footprint import kv_bytes_per_token, serving
+from llmbench.models.counting import dtype_bytes
 from llmbench.point import Workload
 
-from ._xp import Scalar as xp
+from llmbench._xp import Scalar as xp
 from .params import gemm_efficiency, resolve_params
 from .shapes import shape
 from .moe import mlp_forward
@@ -111,8 +112,8 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     sh = shape(spec, precision)
     p = params if params is not None else resolve_params(hw)
     s = Serve(spec=spec, hw=hw, sh=sh, p=p, peak=gemm_peak(hw, precision, p), mode=mode, encoder=encoder,
-              weights_bytes=sh.params * sh.s,
-              kv_bytes_per_token=0.0 if encoder else kv_cache_bytes_per_token(spec, precision))
+              weights_bytes=serving(spec, precision, batch=0, context=0).weights,
+              kv_bytes_per_token=0.0 if encoder else kv_bytes_per_token(spec, precision))
     tp = w.layout.tp
     if tp and (spec.n_heads % tp or (w.devices and w.devices % tp)):
         raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and the devices ({w.devices})")
@@ -169,10 +170,11 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     tp, pp, n = lay.tp, lay.pp, w.devices
     dp = n // (tp * pp)
     b = w.batch // dp
-    kv = s.kv_bytes_per_token * b * (w.seq_len + w.gen_len)  # one replica's cache
+    mem = serving(s.spec, w.precision, batch=b, context=w.seq_len + w.gen_len, split=tp * pp,
+                  encoder=s.encoder)
     on_chip = s.mode == "sram_pipeline"
     tier, cap = _tier(s)
-    per_dev = (s.weights_bytes + kv) / (tp * pp)
+    per_dev = mem.peak_bytes
     mbc = max(0.0, (pp * tier.capacity_bytes - s.weights_bytes) / s.kv_bytes_per_token) \
         if on_chip and s.kv_bytes_per_token else None
     bw = tier.bandwidth_bytes_per_s * p["memory"]
@@ -192,8 +194,8 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     tps = w.batch * (w.seq_len if s.encoder or w.gen_len == 0 else w.gen_len) / latency
     return InferPrediction(workload=w, time_to_first_token_s=ttft + p["infer_overhead_s"],
                            decode_tokens_per_s_per_seq=0.0 if s.encoder else 1.0 / t_tok, tokens_per_s=tps,
-                           latency_s_p50=latency, bound=bound, kv_cache_bytes=kv / (tp * pp),
-                           weights_bytes=s.weights_bytes / (tp * pp), peak_mem_bytes=per_dev,
+                           latency_s_p50=latency, bound=bound, kv_cache_bytes=mem.kv_cache,
+                           weights_bytes=mem.weights, peak_mem_bytes=per_dev,
                            tier_bytes={tier.name: per_dev}, mode=s.mode, fits=per_dev <= cap,
                            max_batch_x_context=mbc)
 

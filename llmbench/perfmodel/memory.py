@@ -36,7 +36,7 @@ from typing import Any
 
 from llmbench.errors import BadInput
 
-from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
+from llmbench.grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
 from .shapes import expert_fraction
 
 #: per architecture: (rule, source) — printed by `llmbench plan` and in docs/predict.md

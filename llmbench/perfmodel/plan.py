@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from llmbench.errors import BadInput
 from llmbench.point import LAYOUT_FIELDS, OFFLOAD, RECOMPUTE, Workload
 
-from ._xp import Scalar
-from .grid import OFF_NONE, OFF_WEIGHTS, Grid, code
+from llmbench._xp import Scalar
+from llmbench.grid import OFF_NONE, OFF_WEIGHTS, Grid, code
 from .memory import check_devices, hierarchy
 from .params import resolve_params
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from llmbench.models.counting import activation_bytes_per_layer, training_flops
 
-from ._xp import is_scalar
-from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
+from llmbench._xp import is_scalar
+from llmbench.grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
 from .memory import hierarchy, memory_use, swarm_depth
 from .moe import ep_time_s, mlp_forward
 from .params import gemm_efficiency

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from llmbench.errors import BadInput
 from llmbench.point import Workload
 
-from ._xp import Scalar, backend_for
-from .grid import grid_of
+from llmbench._xp import Scalar, backend_for
+from llmbench.grid import grid_of
 from .params import resolve_params
 from .step import step_arrays, sweep_metrics
 
