@@ -187,9 +187,11 @@ def kv_bytes_per_token(spec, precision: str) -> float:
 # ---------------------------------------------------------------- training
 
 def state_totals(spec, precision: str, runtime: str = "mixed") -> dict[str, float]:
-    """{kind: bytes} of the whole model's state on `runtime`, before any split or sharding."""
+    """{kind: bytes} of the whole model's state on `runtime`, before any split or sharding
+    ("measure": autocast's, the same totals as fsdp2's; the two shard them differently)."""
     P = _counts(spec)[0]
-    return {k: P * b for k, b in STATE[runtime].bytes_per_param(precision_bytes(precision)).items()}
+    st = STATE["autocast" if runtime == "measure" else runtime]
+    return {k: P * b for k, b in st.bytes_per_param(precision_bytes(precision)).items()}
 
 
 def sharded(total, expert_share, g, stage: int, xp):
