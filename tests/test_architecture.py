@@ -39,7 +39,6 @@ ENGINES = ("perfmodel", "measure", "streaming")
 KNOWN_CIRCLES = [
     {"llmbench.hardware.spec", "llmbench.hardware.userfile"},
     {"llmbench.models", "llmbench.models.counting", "llmbench.models.moe"},
-    {"llmbench.measure.mla", "llmbench.measure.modeling", "llmbench.measure.moe"},
 ]
 
 
