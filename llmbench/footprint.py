@@ -237,7 +237,8 @@ def training(spec, g, precision: str, runtime: str = "mixed", xp=Scalar, *, acts
     bytes count; 0 leaves them out: a few KB)."""
     if runtime == "measure":
         a, f = (training(spec, g, precision, r, xp, acts=acts, tensors=tensors) for r in ("autocast", "fsdp2"))
-        return Footprint(**{k.name: xp.where(g.zero >= 2, getattr(f, k.name), getattr(a, k.name))
+        from_zero = MEASURE_RUNTIME.index("fsdp2")
+        return Footprint(**{k.name: xp.where(g.zero >= from_zero, getattr(f, k.name), getattr(a, k.name))
                             for k in fields(Footprint)})
     st, s = STATE[runtime], precision_bytes(precision)
     totals = state_totals(spec, precision, runtime)
