@@ -325,3 +325,23 @@ def test_a_saved_workload_result_loads_back_under_its_key(tmp_path):
     side.write_text(text)
     with pytest.raises(BadInput, match="does not match its workload_id"):
         load_saved(tmp_path / "good.db", side)
+
+
+def test_the_report_survives_a_row_that_no_longer_validates(tmp_path, cli):
+    """A row whose Workload no longer validates (batch -1) is left out of `llmbench report` and
+    named on one stderr line; the report of the other rows is written (was: the whole report stopped
+    with 'batch must be >= 1, got -1', naming neither database nor row)."""
+    from llmbench.point import Workload
+
+    path = tmp_path / "r.db"
+    with ResultsDB(path) as db:
+        for b in (2, 4):
+            db.record(Workload(model="gpt2-small", hardware="cpu", batch=b, seq_len=64), metrics={"tokens_per_s": 10.0 * b})
+    con = sqlite3.connect(path)
+    con.execute("UPDATE results SET point = json_set(point, '$.batch', -1) WHERE rowid = 1")
+    con.commit()
+    con.close()
+    code, out, err = cli("report", "--db", str(path), "--out", str(tmp_path / "out"), "--no-predict", "--json")
+    assert code in (0, None), err
+    assert "skipped 1 row(s)" in err and str(path) in err
+    assert json.loads(out)["skipped_rows"] == 1 and (tmp_path / "out" / "report.html").exists()
