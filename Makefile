@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 REPRODUCE_ARGS ?= --quick
 
-.PHONY: setup reproduce test bench clean
+.PHONY: setup reproduce test test-fast bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,10 @@ reproduce: setup
 	$(BIN)/llmbench reproduce $(REPRODUCE_ARGS)
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --durations=10
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile -m "not slow"
 
 clean:
 	rm -rf $(VENV) *.egg-info

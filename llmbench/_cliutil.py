@@ -19,6 +19,7 @@ import math
 import sys
 from dataclasses import MISSING, fields
 
+from llmbench._json import strict
 from llmbench.errors import BadInput
 
 DB_HELP = "results database (default: $LLMBENCH_DB, else ./llmbench-results.db)"
@@ -209,19 +210,6 @@ def json_default(o):
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
     return str(o)
-
-
-def strict(obj):
-    """A copy where NaN and infinities are None: JSON output is standard JSON."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: strict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [strict(v) for v in obj]
-    if hasattr(obj, "to_dict"):
-        return strict(obj.to_dict())
-    return obj
 
 
 def emit_json(obj) -> None:

@@ -20,7 +20,7 @@ DOC = ROOT / "docs" / "architecture.md"
 
 #: area -> floor; a module may import its own floor and the floors below it
 FLOORS = {
-    "llmbench": 0, "errors": 0, "units": 0, "_toml": 0,    # the ground: helpers, no llmbench import
+    "llmbench": 0, "errors": 0, "units": 0, "_toml": 0, "_json": 0, "_files": 0,    # the ground: helpers, no llmbench import
     "models": 1, "hardware": 1, "data": 1,                 # what runs and where: pure data, counting
     "_xp": 0,                                              # the array backend (Scalar / numpy)
     "point": 2,                                            # the vocabulary: Workload, METRICS

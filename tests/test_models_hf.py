@@ -111,7 +111,12 @@ def _mixtral() -> dict:
 @pytest.mark.parametrize("change, needle", [
     ({"hidden_size": "4096"}, "hidden_size must be an integer"),
     ({"hidden_size": 4096.0}, "hidden_size must be an integer"),
-    ({"num_hidden_layers": -2}, "num_hidden_layers must not be negative"),
+    ({"num_hidden_layers": -2}, "num_hidden_layers must be >= 1"),
+    ({"num_attention_heads": 0}, "num_attention_heads must be >= 1"),   # was ZeroDivisionError
+    ({"num_key_value_heads": 0}, "num_key_value_heads must be >= 1"),   # was taken as full MHA
+    ({"intermediate_size": 0}, "intermediate_size must be >= 1"),
+    ({"model_type": {"a": 1}}, "unsupported model_type"),                # was "unhashable type"
+    ({"model_type": ["mixtral"]}, "unsupported model_type"),
     ({"num_local_experts": None}, "lacks num_local_experts"),
     ({"tie_word_embeddings": "no"}, "tie_word_embeddings must be true or false"),
     ({"num_experts_per_tok": 9}, "n_experts_active"),
@@ -136,6 +141,13 @@ def test_hf_import_refuses_large_and_odd_files(tmp_path):
         from_hf_config(path)
     _write(tmp_path, {**json.loads((HF / "qwen3-30b-a3b" / "config.json").read_text()), "mlp_only_layers": [5]})
     with pytest.raises(BadInput, match="mlp_only_layers"):
+        from_hf_config(path)
+    _write(tmp_path, {**json.loads((HF / "qwen3-30b-a3b" / "config.json").read_text()), "moe_intermediate_size": 0})
+    with pytest.raises(BadInput, match="moe_intermediate_size must be >= 1"):   # was a silent 233B model
+        from_hf_config(path)
+    gemma = json.loads((HF / "gemma-3-12b-pt" / "config.json").read_text())
+    _write(tmp_path, {**gemma, "text_config": {**gemma["text_config"], "layer_types": ["full_attention"]}})
+    with pytest.raises(BadInput, match="lists 1 layers for num_hidden_layers"):
         from_hf_config(path)
     _write(tmp_path, {**json.loads((HF / "falcon-7b" / "config.json").read_text()), "alibi": True})
     with pytest.raises(BadInput, match="alibi"):

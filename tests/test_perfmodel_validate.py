@@ -253,3 +253,20 @@ def test_calibrate_from_the_results_store(tmp_path):
     rep, skipped = cal.calibrate_from(str(db), "h100-sxm")
     assert rep["points"] == 6 and skipped == 2
     assert rep["fit_mean_abs_error"] < 0.02
+
+
+def test_calibrate_from_skips_rows_with_their_reason(tmp_path):
+    """A row without batch or seq_len is not fitted as 1 x 1024, a value of inf is not 'math domain
+    error', a row the model cannot lay out does not stop the fit: each is skipped with its reason."""
+    pts = _synthetic_points(defaults("gpu") | {"compute_max": 0.5})
+    rows = _rows(pts)
+    bad = [{**rows[0], "batch": ""}, {**rows[0], "seq_len": ""}, {**rows[0], "value": "inf"},
+           {**rows[0], "value": "nan"}, {**rows[0], "devices": 3, "tp": 3}]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(rows + bad))
+    rep, skipped = cal.calibrate_from(str(path), "h100-sxm")
+    reasons = [s["reason"] for s in rep["skipped"]]
+    assert skipped == 5 and rep["points"] == len(pts), reasons
+    assert "no batch" in reasons[0] and "no seq_len" in reasons[1]
+    assert "not a finite positive number" in reasons[2] and "not a finite positive number" in reasons[3]
+    assert reasons[4].startswith("not predictable"), reasons[4]

@@ -146,17 +146,52 @@ def test_connect_for_foreign_files(tmp_path, monkeypatch):
         connect("missing.db")
 
 
-def test_errors_after_open_name_the_file(tmp_path):
+def test_a_row_that_no_longer_reads_is_skipped_and_named(tmp_path):
+    """One bad row (invalid JSON, a point stored as a JSON list, a Workload that no longer
+    validates) is skipped by query() and named in skipped_line(); the other rows are read; get()
+    of that row still raises BadInput naming the file."""
+    from llmbench.point import Workload
+
     path = _filled(tmp_path / "r.db", 50)
-    db = ResultsDB(path, readonly=True)
+    with ResultsDB(path) as db:
+        db.record(Workload(model="gpt2-small", hardware="cpu", batch=4, seq_len=64), metrics={"x": 1.0})
     con = sqlite3.connect(path)
     con.execute("UPDATE results SET metrics = 'not json' WHERE rowid = 1")
+    con.execute("UPDATE results SET point = '[1, 2]' WHERE rowid = 2")
+    con.execute("UPDATE results SET point = json_set(point, '$.batch', -1) WHERE workload_id IS NOT NULL")
+    key1 = con.execute("SELECT key FROM results WHERE rowid = 1").fetchone()[0]
     con.commit()
     con.close()
+    db = ResultsDB(path, readonly=True)
+    rows = db.query()
+    assert len(rows) == 48 and len(db.skipped) == 3
+    line = db.skipped_line()
+    assert str(path) in line and "skipped 3 row(s)" in line and "\n" not in line
+    reasons = " ".join(db.skipped.values())
+    assert "invalid JSON in column metrics" in reasons and "JSON list in column point" in reasons
+    assert "batch must be >= 1" in reasons
     with pytest.raises(BadInput, match="invalid JSON in column metrics") as e:
-        db.query()
+        db.get(key1)
     assert str(path) in str(e.value)
     db.close()
+
+
+def test_readers_survive_a_bad_row(tmp_path, cli):
+    """`results list`, `results export` (csv, json) answer with the good rows and one warning line."""
+    path = _filled(tmp_path / "r.db", 3)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE results SET point = '[1, 2]' WHERE rowid = 1")
+    con.execute("UPDATE results SET metrics = '{\"tokens_per_s\": NaN}' WHERE rowid = 2")
+    con.commit()
+    con.close()
+    for argv in (["results", "list", "--db", str(path), "--json"],
+                 ["results", "export", "--db", str(path), "--format", "json"],
+                 ["results", "export", "--db", str(path), "--format", "csv"]):
+        code, out, err = cli(*argv)
+        assert code in (0, None), (argv, err)
+        assert "skipped 1 row(s)" in err and len(err.strip().splitlines()) == 1, err
+        if "json" in argv:
+            assert "NaN" not in out and json.loads(out)  # strict JSON: NaN written as null
 
 
 # ---------------------------------------------------------------- read-only use
@@ -290,3 +325,23 @@ def test_a_saved_workload_result_loads_back_under_its_key(tmp_path):
     side.write_text(text)
     with pytest.raises(BadInput, match="does not match its workload_id"):
         load_saved(tmp_path / "good.db", side)
+
+
+def test_the_report_survives_a_row_that_no_longer_validates(tmp_path, cli):
+    """A row whose Workload no longer validates (batch -1) is left out of `llmbench report` and
+    named on one stderr line; the report of the other rows is written (was: the whole report stopped
+    with 'batch must be >= 1, got -1', naming neither database nor row)."""
+    from llmbench.point import Workload
+
+    path = tmp_path / "r.db"
+    with ResultsDB(path) as db:
+        for b in (2, 4):
+            db.record(Workload(model="gpt2-small", hardware="cpu", batch=b, seq_len=64), metrics={"tokens_per_s": 10.0 * b})
+    con = sqlite3.connect(path)
+    con.execute("UPDATE results SET point = json_set(point, '$.batch', -1) WHERE rowid = 1")
+    con.commit()
+    con.close()
+    code, out, err = cli("report", "--db", str(path), "--out", str(tmp_path / "out"), "--no-predict", "--json")
+    assert code in (0, None), err
+    assert "skipped 1 row(s)" in err and str(path) in err
+    assert json.loads(out)["skipped_rows"] == 1 and (tmp_path / "out" / "report.html").exists()

@@ -14,6 +14,8 @@ from .spec import (
     CATALOG_DIR, HARDWARE_PATH_VAR, HardwareSpec, UnknownHardware, _apply, _build, _read_profile, _read_toml,
     _with_profile, llmbench_home, merge_overrides, profile_path,
 )
+from llmbench.errors import check_name
+
 from .userfile import load_user_file, path_entries, to_toml, validate
 
 
@@ -153,7 +155,7 @@ def init_toml(like: str, name: str | None = None) -> str:
     hw = get_hardware(like)
     data = {k: v for k, v in hw.to_dict().items() if v is not None and k not in ("overlay", "origin_file")}
     if name is not None:
-        data["name"] = name.strip().lower()
+        data["name"] = check_name(name.strip().lower(), "--name")
         data["display_name"] = f"{hw.display_name} (edited copy)"
     validate(data, f"init_toml({like!r})")
     header = (f"# Hardware file started from llmbench's {hw.name!r} entry. Edit the numbers for your\n"

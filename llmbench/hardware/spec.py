@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from llmbench._toml import tomllib
 from dataclasses import dataclass, field, fields
@@ -217,7 +218,10 @@ def llmbench_home() -> Path:
 
 
 def profile_path(name: str) -> Path:
-    return llmbench_home() / "hardware" / f"{name}.json"
+    """$LLMBENCH_HOME/hardware/<name>.json; a name that is not a name ('../evil') is a BadInput."""
+    from llmbench.errors import check_name
+
+    return llmbench_home() / "hardware" / f"{check_name(name, 'hardware name')}.json"
 
 
 def numeric_paths(data: dict, prefix: str = "") -> list[str]:
@@ -277,13 +281,35 @@ def _merge_tiers(base: list, new: list, origin: str) -> list:
 
 
 def _read_profile(path: Path) -> dict:
+    from llmbench._files import read_small_text
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        data = json.loads(read_small_text(path, "hardware profile"))
+    except json.JSONDecodeError as e:
         raise BadInput(f"hardware profile {path}: {e}") from None
     if not isinstance(data, dict):
         raise BadInput(f"hardware profile {path}: expected a JSON object of fields")
+    _check_numbers(data, f"hardware profile {path}")
     return data
+
+
+#: numbers that are rates or sizes of a device: zero or less is no device
+_POSITIVE = ("peak_flops", "capacity_bytes", "bandwidth_bytes_per_s")
+
+
+def _check_numbers(data, origin: str, where: str = "") -> None:
+    """Every number of an overlay finite and >= 0, peaks, capacities and bandwidths > 0 (a
+    measured overlay of NaN or -1 TFLOP/s gave MFU -6e14)."""
+    items = data.items() if isinstance(data, dict) else enumerate(data if isinstance(data, list) else [])
+    for k, v in items:
+        key = f"{where}.{k}" if where else str(k)
+        if isinstance(v, (dict, list)):
+            _check_numbers(v, origin, key)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            positive = any(p in key for p in _POSITIVE)
+            if not math.isfinite(v) or v < 0 or (positive and v == 0):
+                raise BadInput(f"{origin}: {key} must be a finite {'positive' if positive else 'non-negative'} "
+                               f"number, got {v!r}")
 
 
 def _apply(name: str, base: dict | None, profile: dict, origin: str) -> dict:

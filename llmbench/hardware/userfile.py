@@ -19,7 +19,7 @@ from llmbench._toml import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmbench.errors import BadInput
+from llmbench.errors import BadInput, check_name
 
 from .spec import (
     DTYPES, HARDWARE_PATH_VAR, KINDS, MODES, TIER_ROLES, TOPOLOGIES, HardwareSpec, _with_profile, numeric_paths,
@@ -197,6 +197,7 @@ def validate(data: dict, origin: str) -> None:
         raise BadInput(f"{origin}: peak_flops needs at least one dtype ({', '.join(DTYPES)})")
     if not data["name"].strip() or data["name"] != data["name"].strip().lower():
         raise BadInput(f"{origin}: name must be a non-empty lower-case name, got {data['name']!r}")
+    check_name(data["name"], f"{origin}: name")
 
 
 # ---------------------------------------------------------------- $LLMBENCH_HARDWARE_PATH
@@ -204,11 +205,14 @@ def validate(data: dict, origin: str) -> None:
 def path_entries(hardware_path: str, taken: dict[str, Path]) -> dict[str, dict]:
     """name -> validated dict for every *.toml in the folders of `hardware_path` (os.pathsep-
     separated); `taken` maps names already defined (shipped entries) to their files."""
-    taken, out = dict(taken), {}
+    taken, out, seen = dict(taken), {}, set()
     for folder in [f for f in hardware_path.split(os.pathsep) if f.strip()]:
         d = Path(folder).expanduser()
         if not d.is_dir():
             raise BadInput(f"${HARDWARE_PATH_VAR}: {folder} is not a folder")
+        if d.resolve() in seen:  # the same folder twice is read once (it would clash with itself)
+            continue
+        seen.add(d.resolve())
         for path in sorted(d.glob("*.toml")):
             data = read_user_file(path)
             name = data["name"]

@@ -34,14 +34,16 @@ class _Cfg:
                 return k, self.cfg[k]
         return keys[0], default
 
-    def int(self, *keys, default=None) -> int:
+    def int(self, *keys, default=None, least: int = 1) -> int:
+        """An integer >= least: sizes and counts are >= 1 (a 0 head count or expert width is no
+        model); the keys where 0 means "none" or "derived" pass least=0."""
         key, value = self.get(*keys, default=default)
         if value is None:
             raise BadInput(f"{self.path}: config.json lacks {self.prefix}{' / '.join(keys)}")
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.bad(key, f"must be an integer, got {value!r}")
-        if value < 0:
-            raise self.bad(key, f"must not be negative, got {value}")
+        if value < least:
+            raise self.bad(key, f"must be >= {least}, got {value}")
         return value
 
     def float(self, key: str, default: float = 0.0) -> float:
@@ -142,6 +144,8 @@ def _gemma_layers(c: _Cfg, mt: str) -> int:
         return 2 if mt == "gemma2" else c.int("sliding_window_pattern", "_sliding_window_pattern", default=6)
     if not isinstance(types, list) or "full_attention" not in types:
         raise c.bad("layer_types", "must list sliding_attention / full_attention layers")
+    if len(types) != c.int("num_hidden_layers"):
+        raise c.bad("layer_types", f"lists {len(types)} layers for num_hidden_layers {c.int('num_hidden_layers')}")
     every = types.index("full_attention") + 1
     if any((t == "full_attention") != ((i + 1) % every == 0) for i, t in enumerate(types)):
         raise c.bad("layer_types", f"is not a regular pattern of one global layer in {every}")
@@ -183,12 +187,12 @@ def _deepseek(c: _Cfg, mt: str) -> dict:
                 activation=_act(c, "hidden_act", gated=True, default="silu"), norm="rmsnorm",
                 position="rotary", tied_embeddings=c.bool("tie_word_embeddings", False), biases=False,
                 attn_biases=c.bool("attention_bias", False),
-                q_lora_rank=c.int("q_lora_rank", default=0), kv_lora_rank=c.int("kv_lora_rank"),
+                q_lora_rank=c.int("q_lora_rank", default=0, least=0), kv_lora_rank=c.int("kv_lora_rank"),
                 qk_nope_head_dim=c.int("qk_nope_head_dim"), qk_rope_head_dim=c.int("qk_rope_head_dim"),
                 v_head_dim=c.int("v_head_dim"), n_experts=c.int("n_routed_experts"),
-                n_experts_active=c.int("num_experts_per_tok"), n_shared_experts=c.int("n_shared_experts", default=0),
+                n_experts_active=c.int("num_experts_per_tok"), n_shared_experts=c.int("n_shared_experts", default=0, least=0),
                 d_ff_expert=c.int("moe_intermediate_size"),
-                first_dense_layers=c.int("first_k_dense_replace", default=0),
+                first_dense_layers=c.int("first_k_dense_replace", default=0, least=0),
                 router_score=c.str("scoring_func", default="sigmoid"),
                 router_norm_topk=c.bool("norm_topk_prob", True),
                 router_bias=c.str("topk_method", default="noaux_tc") == "noaux_tc")
@@ -212,7 +216,7 @@ def _falcon(c: _Cfg, mt: str) -> dict:
 
 def _gpt2(c: _Cfg, mt: str) -> dict:
     return dict(family="gpt", n_layers=c.int("n_layer"), d_model=c.int("n_embd"), n_heads=c.int("n_head"),
-                d_ff=c.int("n_inner", default=0), vocab_size=c.int("vocab_size"),
+                d_ff=c.int("n_inner", default=0, least=0), vocab_size=c.int("vocab_size"),
                 max_seq_len=c.int("n_positions", "n_ctx"), activation=_act(c, "activation_function"),
                 tied_embeddings=c.bool("tie_word_embeddings", True))
 
@@ -231,7 +235,7 @@ def _gptj(c: _Cfg, mt: str) -> dict:
     n_embd, n_head = c.int("n_embd"), c.int("n_head")
     rot = c.int("rotary_dim", default=n_embd // n_head)
     return dict(family="gptj", n_layers=c.int("n_layer"), d_model=n_embd, n_heads=n_head,
-                d_ff=c.int("n_inner", default=0), vocab_size=c.int("vocab_size"), max_seq_len=c.int("n_positions"),
+                d_ff=c.int("n_inner", default=0, least=0), vocab_size=c.int("vocab_size"), max_seq_len=c.int("n_positions"),
                 activation=_act(c, "activation_function"), position="rotary", rotary_pct=rot / (n_embd // n_head),
                 tied_embeddings=c.bool("tie_word_embeddings", False), attn_biases=False, lm_head_bias=True,
                 parallel_residual=True)
@@ -277,7 +281,7 @@ def from_hf_config(path_like: str | Path) -> ModelSpec:
     """A ModelSpec from a Hugging Face config.json (or a folder holding one)."""
     cfg, path = read_config(path_like)
     mt = cfg.get("model_type")
-    if mt not in BUILDERS:
+    if not isinstance(mt, str) or mt not in BUILDERS:
         raise BadInput(f"{path}: unsupported model_type {mt!r} (supported: {', '.join(SUPPORTED)})")
     name = str(cfg.get("_name_or_path") or path.parent.name or "hf-model").rstrip("/").split("/")[-1]
     kwargs = BUILDERS[mt](_Cfg(cfg, path), mt)

@@ -281,8 +281,10 @@ def is_sqlite(p: Path) -> bool:
         return False
 
 
-def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
-    """Rows of a results DB, a CSV or a JSON list -> points of `hw_name`; returns (points, skipped)."""
+def read_points(path: str, hw_name: str) -> tuple[list[dict], list[dict]]:
+    """Rows of a results DB, a CSV or a JSON list -> points of `hw_name`, and the rows skipped, each
+    {"row": id, "reason": why} (another hardware or suite, no batch or seq_len, a value that is not a
+    finite positive number, a configuration the model cannot predict)."""
     p = Path(path)
     if not p.exists():
         raise BadInput(f"no such file: {path}")
@@ -297,12 +299,13 @@ def read_points(path: str, hw_name: str) -> tuple[list[dict], int]:
     else:
         with open(p, newline="") as f:
             rows = list(csv.DictReader(f))
-    points, skipped = [], 0
+    points, skipped = [], []
     for i, row in enumerate(rows):
         for metric, value in _metrics_of(row):
             pt = _as_point(row, metric, value, hw_name, i)
-            if pt is None:
-                skipped += 1
+            if isinstance(pt, str):
+                rid = row.get("id") or row.get("key") if isinstance(row, dict) else None
+                skipped.append({"row": str(rid or f"row{i}")[:40], "reason": pt})
             else:
                 points.append(pt)
     return points, skipped
@@ -329,17 +332,30 @@ def _metrics_of(row: dict) -> list[tuple[str, object]]:
     return [(row.get("metric"), row.get("value"))] if isinstance(row, dict) else [("", None)]
 
 
-def _as_point(row, metric, value, hw_name: str, i: int) -> dict | None:
-    """A training point of `hw_name` (None: another hardware, suite or source, or unusable)."""
+def _as_point(row, metric, value, hw_name: str, i: int) -> dict | str:
+    """A training point of `hw_name`, or why the row is not one (another hardware, suite or source,
+    a missing batch or seq_len, a value that is not a finite positive number)."""
+    if not isinstance(row, dict):
+        return "not a table row"
+    if row.get("source", "measured") not in ("measured", "published", "", None):
+        return f"source {row.get('source')!r}"
+    if metric not in USER_METRICS:
+        return f"no metric of {', '.join(USER_METRICS)}"
+    if not isinstance(row.get("point"), dict):
+        missing = [k for k in ("batch", "seq_len") if row.get(k) in (None, "")]
+        if missing:  # never fitted as the Workload's defaults (1 x 1024)
+            return f"no {' or '.join(missing)}"
     try:
-        if row.get("source", "measured") not in ("measured", "published", "", None) or metric not in USER_METRICS:
-            return None
         w = Workload.from_row(row)
         v = float(value)
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return None
-    if (w.hardware or hw_name) != hw_name or w.suite != "train" or not v > 0:
-        return None
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        return f"unreadable: {str(e).splitlines()[0][:80] if str(e) else type(e).__name__}"
+    if not math.isfinite(v) or v <= 0:
+        return f"{metric} {value!r} is not a finite positive number"
+    if (w.hardware or hw_name) != hw_name:
+        return f"hardware {w.hardware}"
+    if w.suite != "train":
+        return f"suite {w.suite}"
     return {"id": str(row.get("id") or row.get("key") or f"row{i}"), "workload": w.with_(hardware=hw_name),
             "metric": metric, "range": (v, v)}
 
@@ -363,12 +379,32 @@ def calibrate_from(path: str, hw_name: str) -> tuple[dict, int]:
     point, its layout and both errors (report["rows"])."""
     get_hardware(hw_name)
     points, skipped = read_points(path, hw_name)
+    points = _predictable(points, hw_name, skipped)
     if not points:
-        raise BadInput(f"{path}: no usable points for {hw_name} ({skipped} rows skipped)")
+        why = f"; first: {skipped[0]['row']}: {skipped[0]['reason']}" if skipped else ""
+        raise BadInput(f"{path}: no usable points for {hw_name} ({len(skipped)} rows skipped{why})")
     rep = calibrate_points(hw_name, points, predict_user_point)
-    rep["skipped_rows"] = skipped
+    rep["skipped_rows"] = len(skipped)
+    rep["skipped"] = skipped
     rep["rows"] = point_errors(points, hw_name, rep)
-    return rep, skipped
+    return rep, len(skipped)
+
+
+def _predictable(points: list[dict], hw_name: str, skipped: list[dict]) -> list[dict]:
+    """The points the model can predict under the priors; the others go to `skipped` with the
+    model's reason (a row it cannot lay out no longer stops the whole fit)."""
+    prior = {hw_name: _prior(hw_name)}
+    out = []
+    for pt in points:
+        try:
+            value = predict_user_point(pt, prior)
+            if value is None or not math.isfinite(float(value)) or float(value) <= 0:
+                raise ValueError("the model gives no positive value")
+        except (ValueError, ZeroDivisionError, OverflowError) as e:
+            skipped.append({"row": pt["id"][:40], "reason": f"not predictable: {str(e).splitlines()[0][:100]}"})
+            continue
+        out.append(pt)
+    return out
 
 
 def point_errors(points: list[dict], hw_name: str, rep: dict) -> list[dict]:

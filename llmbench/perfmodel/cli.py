@@ -179,6 +179,10 @@ def calibrate_cmd(a) -> None:
         held = "leave-one-source-out" if r["status"].startswith("pooled") else "leave-one-out"
         print(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<44} "
               f"{kind} {r['fit_mean_abs_error']:.1%}  {held} {loo}  [{fitted}]")
+        if r.get("skipped"):
+            first = "; ".join(f"{x['row']}: {x['reason']}" for x in r["skipped"][:3])
+            more = f" (+{len(r['skipped']) - 3} more, --json lists all)" if len(r["skipped"]) > 3 else ""
+            print(f"  skipped {len(r['skipped'])} rows: {first}{more}")
         if r.get("written"):
             print(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
 

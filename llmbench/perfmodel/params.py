@@ -64,16 +64,48 @@ def profile_dirs() -> list[Path]:
     return [llmbench_home() / "profiles", PROFILE_DIR]
 
 
+#: what a profile's parameter may be: a fraction of a peak in (0, 1], a positive size, or a
+#: non-negative time or rate (0 = off); anything else (NaN, a string, compute_max 0 or -5) is refused
+RANGES = {"compute_max": "fraction", "memory": "fraction", "network": "fraction", "overlap": "fraction",
+          "stream": "fraction", "lowp_gemm": "fraction", "sparse": "fraction", "compute_half_dim": "positive"}
+
+
+def check_profile(data, path) -> dict:
+    """`data` if it is a profile (a JSON object whose `params` are known names with finite numbers in
+    range); else BadInput naming the file and the key."""
+    from llmbench.errors import BadInput
+
+    if not isinstance(data, dict) or not isinstance(data.get("params", {}), dict):
+        raise BadInput(f"profile {path}: must be a JSON object with a 'params' object")
+    for k, v in data.get("params", {}).items():
+        if k not in PARAMS:
+            raise BadInput(f"profile {path}: unknown parameter {k!r} (one of {', '.join(PARAMS)})")
+        kind = RANGES.get(k, "nonnegative")
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+        ok = ok and {"fraction": 0 < v <= 1, "positive": v > 0}.get(kind, v >= 0)
+        if not ok:
+            raise BadInput(f"profile {path}: params.{k} must be a finite number ({kind}), got {v!r}")
+    return data
+
+
 @lru_cache(maxsize=64)
 def load_profile(name: str) -> dict:
-    """The calibrated profile of one hardware ({} when none exists): profile_dirs() in order."""
+    """The calibrated profile of one hardware ({} when none exists): profile_dirs() in order. A file
+    that is not a regular file of at most 1 MB of JSON holding a valid profile is a BadInput."""
+    from llmbench._files import read_small_text
+    from llmbench.errors import BadInput, check_name
+
+    check_name(name, "hardware name")
     for d in profile_dirs():
         path = d / f"{name}.json"
-        if path.exists():
+        if os.path.lexists(path):
             try:
-                return json.loads(path.read_text())
-            except ValueError:
-                raise ValueError(f"{path}: not a valid profile (JSON)") from None
+                data = json.loads(read_small_text(path, "profile"))
+            except ValueError as e:
+                if isinstance(e, BadInput):
+                    raise
+                raise BadInput(f"profile {path}: not valid JSON") from None
+            return check_profile(data, path)
     return {}
 
 

@@ -71,6 +71,10 @@ def report_cmd(a) -> None:
         extra = fn(rdb) if fn and not a.no_predict else []
         meta = {"db": str(path), "command": "llmbench report", "prices": prices}
         summary = report(rdb, a.out, meta=meta, log=_log(a.json), extra_rows=extra, **kw)
+        skipped = rdb.skipped_line()
+    if skipped:  # rows that no longer read are left out of the report, and named
+        print(skipped, file=sys.stderr)
     summary["db"] = str(path)
+    summary["skipped_rows"] = len(rdb.skipped)
     if a.json:
         emit_json(summary)

@@ -95,11 +95,21 @@ def results_import(a) -> None:
     print(f"recorded {a.file} as {key[:10]}")
 
 
+def _warn_skipped(store) -> None:
+    """Rows that no longer read are skipped by the store; say so on stderr (one line)."""
+    import sys
+
+    line = store.skipped_line()
+    if line:
+        print(line, file=sys.stderr)
+
+
 def results_list(a) -> None:
     """List stored results (one row per point)."""
     with _open_existing(a.db) as store:
         rows = store.query(**_filters(a))
         path = str(store.path)
+        _warn_skipped(store)
     if a.json:
         return emit_json(rows)
     print_table(rows, f"{len(rows)} results in {path}")
@@ -113,6 +123,7 @@ def results_export(a) -> None:
 
     with _open_existing(a.db) as store:
         rows = store.query(**_filters(a))
+        _warn_skipped(store)
     text = export(rows, a.fmt, a.output)
     if a.json:
         return emit_json({"format": a.fmt, "rows": len(rows), "output": a.output})

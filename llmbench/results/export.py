@@ -15,6 +15,7 @@ import io
 import json
 from pathlib import Path
 
+from llmbench._json import strict
 from llmbench.errors import BadInput
 from llmbench.results.store import ResultsDB, canonical_json
 
@@ -68,7 +69,8 @@ def to_csv(rows: list[dict]) -> str:
 
 
 def to_json(rows: list[dict]) -> str:
-    return json.dumps(rows, indent=2, sort_keys=True, default=str)
+    """Strict JSON: non-finite numbers become null (Python's json writes bare NaN otherwise)."""
+    return json.dumps(strict(rows), indent=2, sort_keys=True, default=str, allow_nan=False)
 
 
 def to_parquet(rows: list[dict], path: str | Path) -> None:

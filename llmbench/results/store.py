@@ -255,6 +255,9 @@ class ResultsDB:
         self.timeout_s = timeout_s
         self._con = None
         self._select = ", ".join(f"r.{c}" for c in COLUMNS)
+        #: key -> why, for every row a query skipped because it no longer reads (bad JSON, a point
+        #: that is not an object or no longer makes a Workload): readers name them, never fail
+        self.skipped: dict[str, str] = {}
         self._open()
 
     @_guarded
@@ -434,7 +437,13 @@ class ResultsDB:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY r.created_at, r.key"
-        return [self._decode(r) for r in self._con.execute(sql, args).fetchall()]
+        rows = []
+        for r in self._con.execute(sql, args).fetchall():
+            try:
+                rows.append(_readable(self._decode(r)))
+            except BadInput as e:
+                self.skipped[str(r[0])] = str(e)
+        return rows
 
     @_guarded
     def studies(self) -> dict[str, int]:
@@ -465,7 +474,30 @@ class ResultsDB:
             except (TypeError, ValueError):
                 raise BadInput(f"results database {self.path}: row {str(d['key'])[:12]} holds "
                                f"invalid JSON in column {col}") from None
+            if not isinstance(d[col], dict):
+                raise BadInput(f"results database {self.path}: row {str(d['key'])[:12]} holds a JSON "
+                               f"{type(d[col]).__name__} in column {col}, not an object")
         return d
+
+    def skipped_line(self) -> str | None:
+        """One line naming the rows the queries so far skipped (None if none): for a reader's stderr."""
+        if not self.skipped:
+            return None
+        key, why = next(iter(self.skipped.items()))
+        more = f" and {len(self.skipped) - 1} more" if len(self.skipped) > 1 else ""
+        return (f"warning: {self.path}: skipped {len(self.skipped)} row(s) that no longer validate "
+                f"(row {key[:12]}: {why}{more})")
+
+
+def _readable(d: dict) -> dict:
+    """`d` if its point still makes a Workload (rows with a workload_id); else BadInput naming why."""
+    if d.get("workload_id"):
+        from llmbench.point import Workload
+        try:
+            Workload.from_dict(d["point"])
+        except (BadInput, TypeError, ValueError) as e:
+            raise BadInput(f"point no longer validates: {e}") from None
+    return d
 
 
 def open_readonly(path: str | os.PathLike | None = None, *, missing_ok: bool = False) -> ResultsDB:
