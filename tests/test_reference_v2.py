@@ -17,7 +17,8 @@ COLUMNS = ("id,source,source_url,where,system,model,task,precision,batch,seq_len
            # serving columns (issue 21), at the end so readers by position keep working
            "engine,engine_version,kv_precision,concurrency,request_rate,metric_kind").split(",")
 METRICS = {"tokens_per_s", "samples_per_s", "step_time_s", "mfu", "achieved_tflops", "time_to_first_token_s",
-           "decode_tokens_per_s_per_seq", "latency_s_p50", "scaling_efficiency", "epoch_time_s", "peak_mem_bytes"}
+           "decode_tokens_per_s_per_seq", "latency_s_p50", "scaling_efficiency", "epoch_time_s", "peak_mem_bytes",
+           "time_per_output_token_s"}
 # metrics of rows carried over unchanged from published.csv (ratios, trends, Megatron Table 1's TFLOP/s)
 LEGACY_METRICS = {"epoch_time_h", "trend", "gas4_over_gas1", "s0.9_over_dense", "speedup_over_1_system",
                   "per_device_speedup", "speedup", "devices_needed"}
@@ -170,10 +171,11 @@ def test_memory_hierarchy_rows_are_sourced():
 # --- serving rows (issue 21, build item 4) ---------------------------------------------------------------
 SERVING = [r for r in NUMERIC if r["task"] == "infer"]
 ENGINES = {"trtllm", "vllm", "sglang", "tgi", "jetstream", "nim", "deepspeed-mii", "gpt-fast", "cerebras", "optimum-habana",
-           "sambaflow", "synapseai", "llama.cpp"}
+           "sambaflow", "synapseai", "llama.cpp", "saxml"}
 #: unit of each serving metric: a row's number means nothing without it
 SERVING_UNITS = {"tokens_per_s": "tokens/s", "decode_tokens_per_s_per_seq": "tokens/s", "time_to_first_token_s": "s",
-                 "latency_s_p50": "s", "devices_needed": "count", "time_per_output_token_s": "s"}
+                 "latency_s_p50": "s", "devices_needed": "count", "time_per_output_token_s": "s",
+                 "samples_per_s": "samples/s"}
 
 
 def serving_problems(rows: list[dict]) -> list[str]:
