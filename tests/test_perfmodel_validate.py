@@ -44,7 +44,12 @@ def test_megatron_table1_within_5_percent(result):
 #: published configurations the memory rules still refuse (docs/predict.md, "Validation"): torchtitan's
 #: per-op selective recompute keeps less than Megatron's selective rule; MaxText offloads decoder-layer
 #: inputs to host memory, which the planner has no activation-offload tier for
-KNOWN_REFUSED = {"tt-a100-llama2-70b-ac-op", "tpurecipes-v6e-llama31-70b", "tpurecipes-v6e-llama31-405b"}
+KNOWN_REFUSED = {"tt-a100-llama2-70b-ac-op", "tpurecipes-v6e-llama31-70b", "tpurecipes-v6e-llama31-405b"} | {
+    # serving rows (issue 21) whose run happened but that the model refuses: the source states no device count
+    # (validate then places the model on one device) or, for DeepSeek on 16 SN40L, the DDR tier is not modelled;
+    # issue 21 item 3 is to answer them, after which this set shrinks
+    "cerebras-toms-405b-tokens-per-s-per-user", "sambanova-blog-llama-3.1-405b-tokens-per-s-per-user",
+    "sambanova-blog-llama-3.1-70b-tokens-per-s-per-user", "sambanova-dac25-deepseek-r1-16xsn40l"}
 LEGACY = ("cs2-", "alcf-", "emani-", "megatron-t1-", "cerebras-", "gaudi2-llama2-70b")
 
 

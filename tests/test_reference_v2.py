@@ -171,7 +171,7 @@ def test_memory_hierarchy_rows_are_sourced():
 # --- serving rows (issue 21, build item 4) ---------------------------------------------------------------
 SERVING = [r for r in NUMERIC if r["task"] == "infer"]
 ENGINES = {"trtllm", "vllm", "sglang", "tgi", "jetstream", "nim", "deepspeed-mii", "gpt-fast", "cerebras", "optimum-habana",
-           "sambaflow", "synapseai", "llama.cpp", "saxml"}
+           "sambaflow", "synapseai", "llama.cpp", "saxml", "lmdeploy"}
 #: unit of each serving metric: a row's number means nothing without it
 SERVING_UNITS = {"tokens_per_s": "tokens/s", "decode_tokens_per_s_per_seq": "tokens/s", "time_to_first_token_s": "s",
                  "latency_s_p50": "s", "devices_needed": "count", "time_per_output_token_s": "s",
