@@ -110,7 +110,7 @@ def _figure_html(spec: FigureSpec, files: dict | None, cmds, error: str | None) 
     if cmds:
         body += "<br>Data: " + "; ".join(f'<span class="k-{s}">{MARK[s]} {s}</span> <code>{_e(c)}</code>'
                                          for s, c in cmds)
-    else:
+    elif not files:  # a figure drawn from rows whose command is not recorded still has data
         body += '<br><span class="na">No data in the database for this figure.</span>'
     if files:
         body += f' · <a href="img/{files["svg"].name}">SVG</a>'

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 
 from llmbench.errors import BadInput
+from llmbench.studies.fidelity_judge import judged
 from llmbench.studies.verdict import Outcome, fmt, numeric_verdict, workload_of
 
 
@@ -100,14 +101,6 @@ def _metric(c: dict, base: dict, over: dict | None = None):
     if c.get("over_metric"):
         v = v / _path(m, c["over_metric"])
     return v * c.get("scale", 1.0) if isinstance(v, (int, float)) else v
-
-
-def judged(kind: str, c: dict, raw, source: str, detail: str = "") -> Outcome:
-    from llmbench.studies.fidelity_judge import judge
-
-    verdict, shown, d = judge(kind, c, raw)
-    return Outcome(value=shown, verdict=verdict, source=source, detail="; ".join(x for x in (d, detail) if x),
-                   raw=raw, kind=kind)
 
 
 def check_validate(c, ctx) -> Outcome:

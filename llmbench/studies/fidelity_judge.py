@@ -15,7 +15,7 @@ whose null model passes its own check is never counted reproduced (studies/fidel
 """
 from __future__ import annotations
 
-from llmbench.studies.verdict import fmt, numeric_verdict
+from llmbench.studies.verdict import Outcome, fmt, numeric_verdict
 
 OK, NO = "reproduced", "contradicted"
 
@@ -182,3 +182,10 @@ def mutants(kind: str, c: dict, raw) -> list:
         out = [(raw[0] * 0.5, raw[1]), (raw[0] * 2.0, raw[1]), (-abs(raw[0]), raw[1])]
     n = null_raw(kind, c, raw)
     return out + ([n] if n is not None else [])
+
+
+def judged(kind: str, c: dict, raw, source: str, detail: str = "") -> Outcome:
+    """The Outcome of a computed value: the judge's verdict, the value as shown, and the raw value."""
+    verdict, shown, d = judge(kind, c, raw)
+    return Outcome(value=shown, verdict=verdict, source=source, detail="; ".join(x for x in (d, detail) if x),
+                   raw=raw, kind=kind)

@@ -3,7 +3,7 @@ studies/fidelity.py: the sparse-vs-dense loss curves (seed 002 Fig. 8, `studies/
 and the weight-streaming run (`llmbench stream compare`, seed 001)."""
 from __future__ import annotations
 
-from llmbench.studies.fidelity_checks import judged
+from llmbench.studies.fidelity_judge import judged
 from llmbench.studies.verdict import Outcome, fmt
 
 
