@@ -99,3 +99,26 @@ def test_the_counts_quoted_in_the_docs_are_a_fresh_runs(fid):
         assert all(re.sub(r"\s+", " ", q) == line for q in quoted), f"{name}: {quoted} != fresh {line!r}"
         stale = re.findall(r"\d+ seed claims: \d+ reproduced, \d+ partial", text)
         assert not stale, f"{name} still quotes old counts: {stale}"
+
+
+def test_the_validation_median_quoted_in_the_readme_is_a_fresh_runs(fid):
+    med = fid["headline"]["median_abs_error"]
+    assert fid["headline"]["kind"] == "leave one source out"
+    readme = (ROOT / "README.md").read_text().replace("\n", " ")
+    m = re.search(r"leave-one-source-out error on .*?\(median (\d+\.\d)%", readme)
+    assert m and m.group(1) == f"{med * 100:.1f}", (m and m.group(1), med)
+    assert f"median |error| {med:.1%}" in (ROOT / "docs/results/fidelity.md").read_text()
+
+
+def test_the_table_is_recorded_and_drawn_one_row_per_claim(fid, tmp_path):
+    from llmbench.report.fidelity import fidelity_table
+    from llmbench.report.rows import Data
+    from llmbench.results import ResultsDB
+    from llmbench.studies.fidelity import record
+
+    with ResultsDB(tmp_path / "t.db") as db:
+        record(db, fid)
+        table = fidelity_table(Data.from_db(db))
+    n = len(fid["rows"])
+    assert len(table.rows) == n and table.note.startswith(counts_line(fid["counts"]))
+    assert "mechanism" in table.columns and {r[table.columns.index("verdict")] for r in table.rows} <= set(VERDICTS)

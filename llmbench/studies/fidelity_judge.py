@@ -159,27 +159,60 @@ def null_raw(kind: str, c: dict, raw):
     return None
 
 
+def _published_mid(c: dict) -> float | None:
+    from llmbench.studies.verdict import parse_published
+
+    rng = parse_published(c.get("published", ""))
+    return (rng[0] + rng[1]) / 2 if rng else None
+
+
+def _series_shapes(raw) -> list:
+    """rising, falling, flat and peaked versions of a series (the x values kept)."""
+    xs = [x for x, _ in raw]
+    y0 = next((y for _, y in raw if isinstance(y, (int, float)) and y), 1.0)
+    peak = [[(x, y0 * (2.0 if x == p else 1.0)) for x in xs] for p in xs]
+    return [[(x, y0 * (1 + i)) for i, x in enumerate(xs)], [(x, y0 / (1 + i)) for i, x in enumerate(xs)],
+            [(x, y0) for x in xs], list(zip(xs, [y for _, y in raw][::-1]))] + peak
+
+
+def _case_mutants(c: dict, raw) -> list:
+    if c["check"] == "beats":
+        return [[(label, ref * f, ref) for label, _, ref in raw] for f in (0.5, 2.0)]
+    if c["check"] == "fits":
+        return [[(label, not ref, ref) for label, _, ref in raw], [(label, ref, ref) for label, _, ref in raw]]
+    out = [[(label, None, "refused") for label, _, _ in raw]]
+    if "equals" in c:
+        out += [[(label, "something else", ref) for label, _, ref in raw], [(label, c["equals"], ref) for label, _, ref in raw]]
+    return out
+
+
 def mutants(kind: str, c: dict, raw) -> list:
-    """Perturbed values: x 0.5, x 2, the null model, a reversed series, a refusal, a flipped fit."""
-    out = []
+    """Perturbed values that break and that satisfy the check: x 0.25 to x 4 and the seed's own
+    number, reversed / flat / rising / falling / peaked series, swapped comparisons, flipped fits,
+    refusals, a reversed or flat ranking, and the claim's null model. The mutation test asserts
+    that at least one of them changes each computed claim's verdict."""
+    fs, mid, out = (0.25, 0.5, 2.0, 4.0), _published_mid(c), []
     if kind == "number":
-        out = [raw * 0.5, raw * 2.0]
+        out = [raw * f for f in fs] + ([mid] if mid is not None else [])
     elif kind == "validate":
-        out = [{**raw, **{k: raw[k] * f for k in ("loso", "in_sample") if raw.get(k) is not None}} for f in (0.5, 2.0)]
+        keys = [k for k in ("loso", "in_sample") if raw.get(k) is not None]
+        out = [{**raw, **{k: raw[k] * f for k in keys}} for f in fs]
+        out += [{**raw, **{k: mid for k in keys}}] if mid is not None else []
     elif kind == "pair":
-        out = [(raw[0] * 0.5, raw[1]), (raw[0] * 2.0, raw[1])]
+        out = [(raw[0] * f, raw[1]) for f in fs] + [(raw[1], raw[1])]
     elif kind == "series":
-        out = [list(zip([x for x, _ in raw], [y for _, y in raw][::-1]))]
+        out = _series_shapes(raw)
     elif kind == "compare":
-        out = [(raw[1], raw[0]), ("something else", raw[1])] if c.get("expect") == "eq" else [(raw[1], raw[0])]
+        v, than = raw
+        out = [("something else", than), (than, than)] if c.get("expect") == "eq" else \
+            [(than, v), (than * 2 + 1, than), (than * 0.5 - 1, than)]
     elif kind == "cases":
-        flip = {"beats": lambda v, ref: ref * 0.5 if not c.get("invert") else ref * 2,
-                "fits": lambda v, ref: not ref}.get(c["check"], lambda v, ref: None)
-        out = [[(label, flip(v, ref), ref) for label, v, ref in raw]]
+        out = _case_mutants(c, raw)
     elif kind == "ranking":
-        out = [raw[::-1]]
+        n = len(raw)
+        out = [raw[::-1], [[(name, float(n - i)) for name, _ in tier] for i, tier in enumerate(raw)]]
     elif kind == "loss_gap":
-        out = [(raw[0] * 0.5, raw[1]), (raw[0] * 2.0, raw[1]), (-abs(raw[0]), raw[1])]
+        out = [(raw[0] * f, raw[1]) for f in fs] + [(-abs(raw[0]), raw[1])] + ([(mid, True)] if mid else [])
     n = null_raw(kind, c, raw)
     return out + ([n] if n is not None else [])
 
