@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from llmbench.results import ResultsDB
-from llmbench.studies.fidelity import VERDICTS, fidelity, load_claims, record
+from llmbench.studies.fidelity import fidelity, load_claims
 from llmbench.studies.verdict import numeric_verdict
 
 
