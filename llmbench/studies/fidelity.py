@@ -111,7 +111,7 @@ def mechanism_text(c: dict, verdict: str, why: str) -> str:
 def tolerance_text(c: dict) -> str:
     if c["check"] in ("validate",):
         return f"held out ±{c.get('tolerance', 0.25):.0%} (partial within {c.get('factor', 2.0):g}×)" + \
-            (f"; null {c['null']:g} fails" if "null" in c else "")
+            (f"; null model {c['null']:g}" if "null" in c else "")
     if c["check"] in ("none",):
         return ""
     if c["check"] == "series":
@@ -121,7 +121,7 @@ def tolerance_text(c: dict) -> str:
     if c.get("published") and parse_published(c["published"]) and c["check"] in (
             "predict", "catalog", "dataset", "measured", "validate"):
         return f"±{c.get('tolerance', 0.25):.0%} (partial within {c.get('factor', 2.0):g}×)" + \
-            (f"; null {c['null']:g} fails" if "null" in c else "")
+            (f"; null model {c['null']:g}" if "null" in c else "")
     return "holds / does not"
 
 
