@@ -1,9 +1,9 @@
-"""The seed-fidelity table as Markdown: `llmbench reproduce` writes it to DIR/fidelity.md and, in a
-source checkout, to docs/results/fidelity.md — the file README.md and docs/reproduce.md quote their
+"""The seed-fidelity table as Markdown: `llmbench reproduce` writes it to DIR/fidelity.md and, with
+--docs in a source checkout, to docs/results/fidelity.md — the file README.md and docs/reproduce.md quote their
 counts from (tests/test_fidelity_table.py fails when a quoted count differs from a fresh run).
 
     from llmbench.studies.fidelity_md import fidelity_markdown, write_fidelity_md
-    write_fidelity_md(fid, out_dir)     # -> the paths written
+    write_fidelity_md(fid, out_dir, docs=True)     # -> the paths written
 """
 from __future__ import annotations
 
@@ -40,11 +40,12 @@ def fidelity_markdown(fid: dict, command: str = "llmbench reproduce --quick --no
     return "\n".join(lines) + "\n"
 
 
-def write_fidelity_md(fid: dict, out_dir: str | Path, command: str = "llmbench reproduce --quick --no-measure") -> list[Path]:
-    """DIR/fidelity.md, and docs/results/fidelity.md when this is a source checkout."""
+def write_fidelity_md(fid: dict, out_dir: str | Path, command: str = "llmbench reproduce --quick --no-measure",
+                      *, docs: bool = False) -> list[Path]:
+    """DIR/fidelity.md, and (docs=True: `reproduce --docs`) docs/results/fidelity.md of a source checkout."""
     text = fidelity_markdown(fid, command)
     paths = [Path(out_dir) / "fidelity.md"]
-    if DOCS_RESULTS.is_dir():
+    if docs and DOCS_RESULTS.is_dir():
         paths.append(DOCS_RESULTS / "fidelity.md")
     for p in paths:
         p.write_text(text)
