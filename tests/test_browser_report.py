@@ -179,3 +179,43 @@ def test_points_that_do_not_fit_are_hollow_and_no_label_overlaps(oom_report):
     for n in ("gas", "sparsity", "seq_length"):
         assert v[n].get("unfit", 0) > 0, (n, v[n])  # predicted oom: drawn hollow, in Chromium's DOM
         assert v[n]["texts"] > 10 and v[n]["overlaps"] == [], (n, v[n]["overlaps"])
+
+
+@pytest.fixture(scope="module")
+def user_report(tmp_path_factory):
+    """`llmbench report --db` on a three-row user database (tests/test_report_user.py fills it:
+    predict train --db, predict infer --db and one measured CPU run)."""
+    from llmbench.cli import main
+
+    spec = importlib.util.spec_from_file_location("_user_tests", Path(__file__).with_name("test_report_user.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tmp = tmp_path_factory.mktemp("user")
+
+    def cli(*argv):
+        import contextlib
+        import io
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as e:
+                code = e.code
+        return code or 0, out.getvalue(), err.getvalue()
+
+    page, _ = mod.build(tmp, cli)
+    return page, tmp
+
+
+def test_user_report_renders_exactly_its_rows_in_chromium(user_report):
+    page, tmp = user_report
+    verdict, console = render(page, tmp)
+    assert verdict["images"] == 1 and verdict["broken"] == [] and verdict["errors"] == [] and console == []
+    out = chromium(["--dump-dom", page.as_uri()], tmp / "profile-user")
+    dom = out.stdout
+    i = dom.index('id="t-mine"')
+    mine = dom[i:dom.index("</section>", i)]
+    assert mine.count("<tr>") == 4 and "gpt2-small" in mine and "llama-3.1-8b" in mine and "gpt2-xl" in mine
+    assert "not measured / not available" not in dom and "No data" not in dom
+    v = svg_verdict(page.parent / "img", ["mine"], tmp)
+    assert v["mine"]["texts"] >= 6 and v["mine"]["overlaps"] == [], v["mine"]

@@ -12,7 +12,7 @@ runs, and the --json path never imports rich.
 """
 from __future__ import annotations
 
-from llmbench._cliutil import add_fields, add_json, emit_json, float_in, int_in, pairs, values
+from llmbench._cliutil import add_db, add_fields, add_json, emit_json, float_in, int_in, pairs, values
 from llmbench.errors import BadInput
 from llmbench.perfmodel.plan import OBJECTIVES, layout_text
 from llmbench.point import LAYOUT_FIELDS, Layout, Workload
@@ -28,12 +28,14 @@ def register(cli) -> None:
     p = g.command("train", predict_train_cmd)
     add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "batch", "seq_len"))
     add_json(p)
+    add_db(p, DB_HELP)
     p = g.command("infer", predict_infer_cmd)
     add_fields(p, Workload, INFER_FIELDS, required=("model", "hardware"),
                defaults={"seq_len": 128, "gen_len": 128},
                help={"batch": "concurrent requests", "seq_len": "prompt tokens per request"},
                aliases={"seq_len": ["--prompt-len"]})
     add_json(p)
+    add_db(p, DB_HELP)
     p = cli.command("project", project_cmd)
     add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "batch", "seq_len"))
     p.add_argument("--dataset", required=True, help="pile | owt | sst2 | a number of tokens")
@@ -55,6 +57,22 @@ def register(cli) -> None:
                         "(power_w); cost: fewest USD per token (price_per_device_hour_usd) (default time)")
     p.add_argument("--top", type=int_in(1, 1000, "top"), default=10, help="layouts shown (default 10)")
     add_json(p)
+    add_db(p, DB_HELP + " (the best layout)")
+
+
+DB_HELP = "also record the prediction in this results database (SQLite; llmbench report --db draws it)"
+
+
+def _record(a, pred, command: str) -> None:
+    """--db: the prediction as a result row (source predicted), as `study predict` records its own."""
+    if not getattr(a, "db", None):
+        return
+    from llmbench.results.safe import check_writable, record_or_save
+
+    check_writable(a.db)
+    metrics = {k: (v.item() if hasattr(v, "item") else v) for k, v in pred.to_dict().items() if k != "workload"}
+    record_or_save(a.db, pred.workload, source="predicted", metrics=metrics,
+                   environment={"command": command, "tool": "llmbench perfmodel"})
 
 
 def workload(a, suite: str) -> Workload:
@@ -94,6 +112,7 @@ def lower_tiers(d: dict) -> str:
 def predict_train_cmd(a) -> None:
     """Step time, throughput, TFLOP/s, MFU, bound and memory of one training configuration."""
     pred = _train(a)
+    _record(a, pred, "llmbench predict train")
     if a.json:
         return emit_json(pred.to_dict())
     d, w = pred.metrics(), pred.workload
@@ -119,6 +138,7 @@ def predict_infer_cmd(a) -> None:
         raise BadInput(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
                        f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
                        "or use a smaller batch")
+    _record(a, pred, "llmbench predict infer")
     if a.json:
         return emit_json(pred.to_dict())
     d, w = pred.metrics(), pred.workload
@@ -232,6 +252,8 @@ def plan_cmd(a) -> None:
     from llmbench.perfmodel.train import plan_report
 
     res = plan_report(workload(a, "train"), a.objective, a.top)
+    if res["layouts"]:
+        _record(a, res["layouts"][0], f"llmbench plan --objective {a.objective}")
     if a.json:
         return emit_json(res)
     w = res["workload"]

@@ -53,6 +53,18 @@ def _log(json_out: bool):
     return (lambda m: print(m, file=sys.stderr)) if json_out else print
 
 
+def _user_report(rdb, out, meta: dict, log) -> dict | None:
+    """The page of a database of one's own work (report/user.py): exactly its rows, nothing predicted
+    for it here; None when the database holds a study's rows (the full page)."""
+    from llmbench.report.rows import Data
+    from llmbench.report.user import build_user_report, is_user_db
+
+    data = Data.from_db(rdb)
+    if not is_user_db(data):
+        return None
+    return build_user_report(data, out, meta=meta, log=log)
+
+
 def report_cmd(a) -> None:
     """Build the report (tables, plots, report.html) from whatever the database holds."""
     from llmbench.report.html import report
@@ -67,10 +79,12 @@ def report_cmd(a) -> None:
         kw["console"] = console(stderr=True)
     prices = parse_prices(a.price)
     with open_readonly(path) as rdb:
-        fn = getattr(a, "predict_missing", None)
-        extra = fn(rdb) if fn and not a.no_predict else []
         meta = {"db": str(path), "command": "llmbench report", "prices": prices}
-        summary = report(rdb, a.out, meta=meta, log=_log(a.json), extra_rows=extra, **kw)
+        summary = _user_report(rdb, a.out, meta, _log(a.json))
+        if summary is None:
+            fn = getattr(a, "predict_missing", None)
+            extra = fn(rdb) if fn and not a.no_predict else []
+            summary = report(rdb, a.out, meta=meta, log=_log(a.json), extra_rows=extra, **kw)
         skipped = rdb.skipped_line()
     if skipped:  # rows that no longer read are left out of the report, and named
         print(skipped, file=sys.stderr)

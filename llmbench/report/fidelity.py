@@ -9,18 +9,21 @@ from __future__ import annotations
 from .rows import Data, value
 from .tables import Table
 
-VERDICTS = ("reproduced", "partial", "missing", "contradicted")
-COLUMNS = ("id", "seed", "where", "claim", "published", "llmbench", "source", "verdict", "tolerance", "detail")
+VERDICTS = ("reproduced", "in-sample", "partial", "missing", "contradicted", "input")
+COLUMNS = ("id", "seed", "where", "claim", "published", "llmbench", "source", "verdict", "tolerance", "mechanism",
+           "detail")
 SEEDS = {"000": "Zhang et al., arXiv:2409.00287 (summary)", "001": "Hot Chips '21 review of CS-2/MemoryX/SwarmX",
          "002": "Emani et al., arXiv:2310.04607 (translation)", "004": "note on Cerebras inference"}
 KEY = ("Verdicts are computed by llmbench reproduce from the value in the llmbench column "
-       "(studies/fidelity.py; claims and their checks: studies/specs/claims.toml): a number within the "
-       "tolerance is reproduced, within the factor partial, beyond it contradicted; a trend, ordering or "
-       "feature that holds is reproduced, one that does not contradicted; a claim the model cannot "
-       "compute, or with no counterpart, missing. A claim llmbench covers only in part reads partial "
-       "(detail says what is left out). Source: measured here, or predicted in-sample (the hardware's "
-       "profile was fitted on this very published row), out-of-sample (fitted on other rows) or on "
-       "priors (no fitted profile).")
+       "(studies/fidelity.py, studies/fidelity_judge.py; claims and their checks: studies/specs/claims.toml). "
+       "reproduced: a number the project computed out of sample (validate's leave-one-source-out prediction, "
+       "a prediction whose inputs do not include the seed's number, or a measurement) within the claim's "
+       "tolerance, which the claim's null model (a flat series, no effect, perfect scaling) fails; "
+       "in-sample: matches only with the row in the fit; input: a value the project takes from the seed "
+       "(catalog, preset, data set, a configuration rule), listed and never counted as reproduced; partial: "
+       "within the factor, covered in part, holding by the model's construction, or passed by the null "
+       "model too; missing: the model cannot compute it; contradicted: beyond the factor, or the trend or "
+       "ordering does not hold. The mechanism column names what makes a row less than reproduced.")
 
 
 def fidelity_rows(data: Data) -> list[dict]:

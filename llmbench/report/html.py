@@ -42,7 +42,7 @@ th.k-published{border-bottom:3px solid #d7301f}
 .src{font-size:12px;color:#555}
 .note{font-size:12.5px;color:#333}
 .v-reproduced{background:#e3f4e1}.v-partial{background:#fff4d6}.v-missing{background:#eeeeee}
-.v-contradicted{background:#fbe0dc}
+.v-contradicted{background:#fbe0dc}.v-in-sample{background:#eef4fb}.v-input{background:#f6f6f6}
 #t-fidelity td{font-size:11.5px}
 """
 
@@ -110,7 +110,7 @@ def _figure_html(spec: FigureSpec, files: dict | None, cmds, error: str | None) 
     if cmds:
         body += "<br>Data: " + "; ".join(f'<span class="k-{s}">{MARK[s]} {s}</span> <code>{_e(c)}</code>'
                                          for s, c in cmds)
-    else:
+    elif not files:  # a figure drawn from rows whose command is not recorded still has data
         body += '<br><span class="na">No data in the database for this figure.</span>'
     if files:
         body += f' · <a href="img/{files["svg"].name}">SVG</a>'
@@ -125,7 +125,7 @@ def _table_html(t: Table) -> str:
         cells = []
         for v, k in zip(row, t.kinds):
             cls = "na" if str(v).startswith("not ") else (f"k-{k}" if k else "")
-            if t.id == "fidelity" and v in ("reproduced", "partial", "missing", "contradicted"):
+            if t.id == "fidelity" and v in ("reproduced", "in-sample", "partial", "missing", "contradicted", "input"):
                 cls = f"v-{v}"
             cells.append(f'<td class="{cls}">{_e(v)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")

@@ -56,7 +56,8 @@ FIDELITY_METRICS = {f"fidelity_{k}": v for k, v in {
     "id": "claim id (seed-number)", "seed": "seed document", "where": "section, figure or table",
     "claim": "the claim", "published": "the published value or trend", "llmbench": "what llmbench computes",
     "source": "measured / predicted in-sample / out-of-sample / priors", "verdict": "computed verdict",
-    "tolerance": "the verdict's tolerance", "detail": "error, refusal, scope", "check": "how it is checked",
+    "tolerance": "the verdict's tolerance",
+    "mechanism": "what makes the row less than reproduced", "detail": "error, refusal, scope", "check": "how it is checked",
 }.items()}
 #: a measured loss curve (studies/sparse_loss.py: seed 002 Fig. 8)
 CURVE_METRICS = {"loss_curve": "training loss per step (list)", "tokens": "tokens trained in the run",

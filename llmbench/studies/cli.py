@@ -100,6 +100,8 @@ def register(cli) -> None:
     p.add_argument("--measure", action=argparse.BooleanOptionalAction, default=True,
                    help="run the measured studies here (default)")
     p.add_argument("--json", action="store_true", help="JSON summary (timings, counts, report path)")
+    p.add_argument("--docs", action="store_true",
+                   help="also write docs/results/fidelity.md (a source checkout: the counts the docs quote)")
     p.add_argument("--price", action="append", default=[], metavar="HW=USD",
                    help="price per device-hour for the energy/cost view, overriding the catalog's "
                         "(repeatable), e.g. --price cs3=60")
@@ -200,6 +202,6 @@ def reproduce_cmd(a) -> None:
         from llmbench._cliutil import console as make_console
         console = make_console(stderr=True)
     summary = reproduce(quick=a.quick, out_dir=a.out, db_path=a.db, measure=a.measure,
-                        log=_log(a.json), console=console, prices=prices)
+                        log=_log(a.json), console=console, prices=prices, docs=a.docs)
     if a.json:
         emit_json(summary)

@@ -10,12 +10,21 @@ or stay flat, a system that must `beat` another, workloads that must `fit` or `r
 the model must `refuse`), a catalog / model / data-set number, or a measurement in the results
 database (`measured`). `none` is a claim llmbench has no counterpart for: verdict `missing`.
 
-Verdicts (the key is on the report page): numbers within `tolerance` (default 25 %, 0 inside a
-published range) are `reproduced`, within a factor `factor` (default 2) `partial`, beyond it
-`contradicted`; a trend, ordering or feature that holds is `reproduced`, one that does not is
-`contradicted`; a check that cannot be computed (the model refuses, nothing measured) is
-`missing`. A claim llmbench covers only in part says so (`scope = "partial"`, `scope_note`): a
-`reproduced` verdict then reads `partial`. No verdict is typed in.
+Verdict classes (the key is on the report page; studies/fidelity_judge.py turns a value into one):
+- `reproduced`: a number the project computed (the leave-one-source-out prediction `validate`
+  reports for a published row, a prediction whose inputs do not include the seed's number, or a
+  measurement) matches the seed within the claim's tolerance, and the claim's null model (a flat
+  series, no effect, perfect scaling: `null`) does not;
+- `in-sample`: matches only with the row inside the fit (the pooled in-sample fit, or a shipped
+  profile fitted on that row);
+- `input`: a value the project takes from the seed (catalog, preset, data set, a configuration
+  rule): listed, never counted as reproduced;
+- `partial`: within `factor` (default 2), or holds only in part (`scope = "partial"`), or holds by
+  the model's construction (`forced`), or with a null model that passes too;
+- `missing`: the model cannot compute it (it refuses, nothing measured, no counterpart);
+- `contradicted`: beyond the factor, or the trend / ordering does not hold.
+A partial, missing or contradicted row names its `mechanism` (what the model lacks or does). No
+verdict is typed in.
 """
 from __future__ import annotations
 
@@ -26,7 +35,8 @@ from llmbench.studies import fidelity_checks as checks
 from llmbench.studies.verdict import Outcome, parse_published
 
 CLAIMS = Path(__file__).parent / "specs" / "claims.toml"
-VERDICTS = ("reproduced", "partial", "missing", "contradicted")
+VERDICTS = ("reproduced", "in-sample", "partial", "missing", "contradicted", "input")
+INPUT_CHECKS = ("catalog", "model", "dataset")
 
 
 def load_claims(path: str | Path = CLAIMS) -> list[dict]:
@@ -51,29 +61,67 @@ def fidelity(db=None, claims: list[dict] | None = None, *, validation: dict | No
         except Exception as e:  # noqa: BLE001 - a check that breaks is a missing answer, shown as such
             out = Outcome(value="—", verdict="missing", source="—",
                           detail=f"check failed: {type(e).__name__}: {e}".splitlines()[0][:200])
-        verdict = out.verdict
-        if c.get("scope") == "partial" and verdict == "reproduced":
-            verdict = "partial"
+        verdict, why = classify(c, out)
         rows.append({"id": c["id"], "seed": c["seed"], "where": c["where"], "claim": c["claim"],
                      "published": str(c.get("published", "")), "llmbench": out.value,
                      "source": out.source, "verdict": verdict, "tolerance": tolerance_text(c),
-                     "detail": "; ".join(x for x in (out.detail, c.get("scope_note", ""), c.get("note", ""))
-                                         if x),
-                     "check": c["check"]})
+                     "mechanism": mechanism_text(c, verdict, why),
+                     "detail": "; ".join(x for x in (out.detail, c.get("scope_note", ""), c.get("note", "")) if x),
+                     "check": c["check"], "kind": out.kind, "raw": out.raw})
     return {"rows": rows, "counts": counts_of(rows), "headline": ctx.headline()}
+
+
+def classify(c: dict, out: Outcome) -> tuple[str, str]:
+    """(verdict class, why it is not the judge's verdict) of one claim's outcome."""
+    from llmbench.studies.fidelity_judge import judge, null_raw
+
+    if c["check"] in INPUT_CHECKS or c.get("input"):
+        return "input", c.get("input") if isinstance(c.get("input"), str) else "a value taken from the seed"
+    v = out.verdict
+    if v != "reproduced":
+        return v, ""
+    if "in-sample" in out.source:
+        return "in-sample", "the fit includes this published row"
+    if out.kind:
+        n = null_raw(out.kind, c, out.raw)
+        if n is not None and judge(out.kind, c, n)[0] == "reproduced":
+            return "partial", "a null model (" + null_name(out.kind, c) + ") passes the same check"
+    if c.get("forced"):
+        return "partial", "holds by the model's construction: " + c["forced"]
+    if c.get("scope") == "partial":
+        return "partial", "covered in part"
+    return v, ""
+
+
+def null_name(kind: str, c: dict) -> str:
+    return {"series": "a flat series", "compare": "two equal values", "cases": "equal values"}.get(
+        kind, f"{c.get('null_name', 'no effect')}: {c.get('null')}")
+
+
+def mechanism_text(c: dict, verdict: str, why: str) -> str:
+    """What makes the row less than reproduced: the class's reason and the claim's named mechanism."""
+    if verdict == "reproduced":
+        return ""
+    parts = [why] if why else []
+    if c.get("mechanism"):
+        parts.append(c["mechanism"])
+    return "; ".join(parts)
 
 
 def tolerance_text(c: dict) -> str:
     if c["check"] in ("validate",):
-        return "validate's tolerance"
+        return f"held out ±{c.get('tolerance', 0.25):.0%} (partial within {c.get('factor', 2.0):g}×)" + \
+            (f"; null model {c['null']:g}" if "null" in c else "")
     if c["check"] in ("none",):
         return ""
     if c["check"] == "series":
-        return f"{c.get('expect')} by ≥ {c.get('min_change', 0.0):.0%}" if c.get("expect") != "flat" \
-            else f"flat within {c.get('min_change', 0.05):.0%}"
+        k = c.get("min_change", 0.05)
+        return {"flat": f"flat within {k:.0%}", "peak": f"peak at {c.get('peak_at')}, then −{k:.0%}",
+                "not_falling": f"last within {k:.0%} of the highest"}.get(c["expect"], f"{c['expect']} by ≥ {k:.0%}")
     if c.get("published") and parse_published(c["published"]) and c["check"] in (
             "predict", "catalog", "dataset", "measured", "validate"):
-        return f"±{c.get('tolerance', 0.25):.0%} (partial within {c.get('factor', 2.0):g}×)"
+        return f"±{c.get('tolerance', 0.25):.0%} (partial within {c.get('factor', 2.0):g}×)" + \
+            (f"; null model {c['null']:g}" if "null" in c else "")
     return "holds / does not"
 
 
@@ -98,4 +146,4 @@ def record(db, fid: dict) -> None:
 
 #: the columns a fidelity row carries (report/rows.py declares them for the report)
 FIELDS = ("id", "seed", "where", "claim", "published", "llmbench", "source", "verdict", "tolerance",
-          "detail", "check")
+          "mechanism", "detail", "check")

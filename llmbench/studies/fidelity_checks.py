@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 
 from llmbench.errors import BadInput
+from llmbench.studies.fidelity_judge import judged
 from llmbench.studies.verdict import Outcome, fmt, numeric_verdict, workload_of
 
 
@@ -41,14 +42,17 @@ class Context:
         return self._profiles[hw]
 
     def source(self, hw: str | None, row: str | None = None) -> str:
-        """predicted in-sample (the hardware's profile was fitted on this published row),
-        out-of-sample (fitted on other rows), or on priors (no fitted profile)."""
+        """Which numbers a prediction of the shipped profile rests on: fitted on this very published
+        row (in-sample), on other rows, inherited from another hardware's fit, or priors only."""
         if not hw:
             return "predicted"
         prof = self.profile(hw)
-        if row and row in (prof.get("point_ids") or []):
-            return "predicted, in-sample"
-        return "predicted, out-of-sample" if prof.get("status") == "fitted" else "predicted, priors"
+        fitted = prof.get("status") == "fitted" or bool(prof.get("inherited_from"))
+        if fitted and row and row in (prof.get("point_ids") or []):
+            return "predicted, in-sample (shipped profile)"
+        if prof.get("inherited_from"):
+            return f"predicted, {prof['inherited_from']}'s fit"
+        return "predicted, out-of-sample (shipped profile)" if fitted else "predicted, priors"
 
     def headline(self) -> dict:
         """validate's leave-one-source-out median error where it reports one, else in-sample."""
@@ -100,23 +104,17 @@ def _metric(c: dict, base: dict, over: dict | None = None):
 
 
 def check_validate(c, ctx) -> Outcome:
+    """The leave-one-source-out prediction `validate` reports for the row (its source held out of
+    the pooled fit); the pooled in-sample fit and the shipped profile are shown beside it."""
     row = next((r for r in ctx.validation["rows"] if r["id"] == c["row"]), None)
-    if row is None or row.get("predicted") is None:
+    if row is None or (row.get("loso_predicted") is None and row.get("in_sample_predicted") is None):
         return Outcome(value="—", verdict="missing", source="—",
                        detail=f"validate has no prediction for {c['row']}")
-    err, tol = row["error"], row["tolerance"]
-    verdict, _ = numeric_verdict(row["predicted"], row["published"], tol, c.get("factor", 2.0))
-    return Outcome(value=fmt(float(row["predicted"])), verdict=verdict, source=ctx.source(c.get("hardware"), c["row"]),
-                   detail=f"{err:+.1%} against {row['published']} (llmbench validate row {c['row']}, ±{tol:.0%})")
-
-
-def check_trend(c, ctx) -> Outcome:
-    t = next((t for t in ctx.validation["trends"] if t["id"] == c["row"]), None)
-    if t is None:
-        return Outcome(value="—", verdict="missing", source="—", detail=f"validate has no trend {c['row']}")
-    return Outcome(value="holds" if t["passed"] else "does not hold",
-                   verdict="reproduced" if t["passed"] else "contradicted",
-                   source=ctx.source(c.get("hardware"), c["row"]), detail=str(t.get("detail", ""))[:240])
+    raw = {"loso": row.get("loso_predicted"), "in_sample": row.get("in_sample_predicted"),
+           "shipped": row.get("predicted"), "tolerance": row.get("tolerance", 0.25)}
+    out = judged("validate", {**c, "published": row["published"]}, raw, "", f"llmbench validate row {c['row']}")
+    src = "predicted, leave one source out" if raw["loso"] is not None else "predicted, in-sample (pooled fit)"
+    return Outcome(**{**out.__dict__, "source": src if out.verdict != "in-sample" else "predicted, in-sample (pooled fit)"})
 
 
 def check_predict(c, ctx) -> Outcome:
@@ -125,94 +123,73 @@ def check_predict(c, ctx) -> Outcome:
     v = _metric(c, w)
     expect = c.get("expect", "value")
     if expect == "value":
-        verdict, err = numeric_verdict(float(v), c["published"], c.get("tolerance", 0.25), c.get("factor", 2.0))
-        return Outcome(value=fmt(float(v)), verdict=verdict, source=src, detail=f"{err:+.1%}")
+        return judged("number", c, float(v), src)
     if expect == "eq":
-        ok = v == c["equals"]
-    else:
-        than = c["than"] if "than" in c else _path(predict_metrics(w, c.get("than_w")), c["than_metric"])
-        ok = (v > than) if expect == "gt" else (v < than)
-        v = f"{fmt(v)} {'>' if expect == 'gt' else '<'} {fmt(than)}: {'yes' if ok else 'no'}"
-    return Outcome(value=fmt(v), verdict="reproduced" if ok else "contradicted", source=src)
+        return judged("compare", c, (v, c["equals"]), src)
+    than = c["than"] if "than" in c else _path(predict_metrics(w, c.get("than_w")), c["than_metric"])
+    return judged("compare", c, (v, than), src)
+
+
+def check_ranking(c, ctx) -> Outcome:
+    """The seed's ordering of published rows, from validate's leave-one-source-out predictions."""
+    by_id = {r["id"]: r for r in ctx.validation["rows"]}
+    raw = [[(rid, (by_id.get(rid) or {}).get("loso_predicted")) for rid in tier] for tier in c["order"]]
+    return judged("ranking", c, raw, "predicted, leave one source out")
 
 
 def check_series(c, ctx) -> Outcome:
-    """The metric over `values` of field `vary`: rising / falling by ≥ min_change, or flat."""
-    base, vals, got, errs = c["w"], c["values"], [], []
-    for x in vals:  # a value, or a table of overrides (e.g. the batch that goes with a GAS)
+    """The metric over `values` of field `vary` (judged by fidelity_judge.judge_series)."""
+    base, raw, errs = c["w"], [], []
+    for x in c["values"]:  # a value, or a table of overrides (e.g. the batch that goes with a GAS)
         over = x if isinstance(x, dict) else {c["vary"]: x}
         try:
-            got.append(_metric(c, base, over))
+            y = _metric(c, base, over)
         except (BadInput, ValueError) as e:
-            got.append(None)
+            y = None
             errs.append(f"{c['vary']} {over[c['vary']]}: {' '.join(str(e).split())[:120]}")
-    vals = [x[c["vary"]] if isinstance(x, dict) else x for x in vals]
-    pts = [(x, y) for x, y in zip(vals, got) if isinstance(y, (int, float))]
-    value = ", ".join(f"{x}: {fmt(float(y))}" for x, y in pts) or "—"
+        raw.append((over[c["vary"]], y))
     src = ctx.source(base.get("hardware"), c.get("row"))
-    if len(pts) < 2:
-        return Outcome(value=value, verdict="missing", source=src, detail="; ".join(errs))
-    ys = [y for _, y in pts]
-    change, k = ys[-1] / ys[0] - 1.0, c.get("min_change", 0.0)
-    steps = list(zip(ys, ys[1:]))
-    ok = {"rising": change >= k and all(b >= a * 0.999 for a, b in steps),
-          "falling": -change >= k and all(b <= a * 1.001 for a, b in steps),
-          "flat": max(ys) / min(ys) - 1.0 <= c.get("min_change", 0.05)}[c["expect"]]
-    verdict = "reproduced" if ok else "contradicted"
-    if ok and errs:
-        verdict = "partial"
-    return Outcome(value=value, verdict=verdict, source=src,
-                   detail=f"first to last {change:+.1%}" + ("; refused: " + "; ".join(errs) if errs else ""))
+    return judged("series", c, raw, src, ("refused: " + "; ".join(errs)) if errs else "")
 
 
-def _each(c, fn) -> tuple[list[str], int, int]:
-    """(lines, how many hold, how many computed) of `fn(over)` over the claim's `ws` list."""
-    lines, good, n = [], 0, 0
-    for over in c["ws"]:
-        label = over.get("label") or ", ".join(f"{k} {v}" for k, v in over.items())
-        over = {k: v for k, v in over.items() if k != "label"}
+def _cases(c, fn) -> list:
+    """[(label, value or None, reference)] of `fn(over)` over the claim's `ws` list."""
+    raw = []
+    for case in c["ws"]:
+        label = case.get("label") or ", ".join(f"{k} {v}" for k, v in case.items())
+        over = {k: v for k, v in case.items() if k not in ("label", "fit")}
         try:
-            ok, text = fn(over)
-            n += 1
-            good += bool(ok)
+            v, ref = fn(over)
         except (BadInput, ValueError) as e:
-            ok, text = None, "refused: " + " ".join(str(e).split())[:120]
-        lines.append(f"{label}: {text}")
-    return lines, good, n
+            v, ref = None, " ".join(str(e).split())[:120]
+        if c["check"] == "fits" and v is not None:
+            ref = case.get("fit", True)
+        raw.append((label, v, ref))
+    return raw
 
 
-def _all_some_none(c, ctx, fn, none_verdict="contradicted") -> Outcome:
-    lines, good, n = _each(c, fn)
-    total = len(c["ws"])
-    verdict = "reproduced" if good == total else ("partial" if good else (none_verdict if n else "missing"))
+def _cases_outcome(c, ctx, fn) -> Outcome:
     hw = c["w"].get("hardware") or c.get("hardware") or c["ws"][0].get("hardware")
-    return Outcome(value="; ".join(lines), verdict=verdict, source=ctx.source(hw, c.get("row")))
+    return judged("cases", c, _cases(c, fn), ctx.source(hw, c.get("row")))
 
 
 def check_fits(c, ctx) -> Outcome:
+    """Each case must fit (or, with `fit = false` in the case, must not): the planner decides."""
     from llmbench.perfmodel.predict import predict_or_unfit
 
     def fn(over):
-        pred, refusal = predict_or_unfit(workload_of(c["w"], over))
-        return pred.fits, ("fits" if pred.fits else f"does not fit ({pred.peak_mem_bytes / 1e9:,.1f} GB per device)")
-    return _all_some_none(c, ctx, fn)
+        pred, _ = predict_or_unfit(workload_of(c["w"], over))
+        return bool(pred.fits), True
+    return _cases_outcome(c, ctx, fn)
 
 
 def check_runs(c, ctx) -> Outcome:
-    def fn(over):
-        v = _metric(c, c["w"], over)
-        return True, fmt(v)
-    return _all_some_none(c, ctx, fn, none_verdict="missing")
+    return _cases_outcome(c, ctx, lambda over: (_metric(c, c["w"], over), None))
 
 
 def check_beats(c, ctx) -> Outcome:
     ref = _metric(c, c["w"])
-
-    def fn(over):
-        v = _metric(c, c["w"], over)
-        ok = v < ref if c.get("invert") else v > ref
-        return ok, f"{fmt(v)} ({'above' if v > ref else 'below'} {fmt(ref)})"
-    return _all_some_none(c, ctx, fn)
+    return _cases_outcome(c, ctx, lambda over: (_metric(c, c["w"], over), ref))
 
 
 def check_refuses(c, ctx) -> Outcome:
@@ -232,6 +209,8 @@ def _catalog_value(hw_name: str, path: str) -> float:
     head, _, rest = path.partition(".")
     if head == "peak":
         return hw.peak_flops[rest]
+    if head == "peak_sparse":
+        return hw.peak_flops_sparse[rest]
     if head == "tier":
         role, _, attr = rest.partition(".")
         return getattr(next(t for t in hw.memory_tiers if t.role == role or t.name == role), attr)
@@ -245,8 +224,7 @@ def check_catalog(c, ctx) -> Outcome:
     if c.get("over_hardware"):
         v = v / _catalog_value(c["over_hardware"], c.get("over_path", c["path"]))
     v *= c.get("scale", 1.0)
-    verdict, err = numeric_verdict(float(v), c["published"], c.get("tolerance", 0.25), c.get("factor", 2.0))
-    return Outcome(value=fmt(float(v)), verdict=verdict, source="catalog (cited in the TOML)", detail=f"{err:+.1%}")
+    return judged("number", c, float(v), "catalog (cited in the TOML)")
 
 
 def check_model(c, ctx) -> Outcome:
@@ -273,9 +251,7 @@ def check_counting(c, ctx) -> Outcome:
 
     spec = workload_of({"model": c["model"]}).spec()
     v, ref = flops_per_token(spec, c["seq"]), closed_form_flops_per_token(spec, c["seq"])
-    verdict, err = numeric_verdict(v, ref, c.get("tolerance", 0.05))
-    return Outcome(value=f"{v / 1e9:.2f} GFLOP/token", verdict=verdict, source="models/ counting",
-                   detail=f"closed form 6N + 12·L·T·d: {ref / 1e9:.2f} GFLOP/token ({err:+.1%})")
+    return judged("pair", c, (v, ref), "models/ counting")
 
 
 def check_measured(c, ctx) -> Outcome:
@@ -288,7 +264,7 @@ def check_none(c, ctx) -> Outcome:
     return Outcome(value="—", verdict="missing", source="—", detail=c.get("why", "no counterpart in llmbench"))
 
 
-CHECKS = {"validate": check_validate, "trend": check_trend, "predict": check_predict, "series": check_series,
+CHECKS = {"validate": check_validate, "ranking": check_ranking, "predict": check_predict, "series": check_series,
           "fits": check_fits, "runs": check_runs, "beats": check_beats, "refuses": check_refuses,
           "catalog": check_catalog, "model": check_model, "dataset": check_dataset, "counting": check_counting,
           "measured": check_measured, "none": check_none}

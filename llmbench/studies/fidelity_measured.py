@@ -3,7 +3,8 @@ studies/fidelity.py: the sparse-vs-dense loss curves (seed 002 Fig. 8, `studies/
 and the weight-streaming run (`llmbench stream compare`, seed 001)."""
 from __future__ import annotations
 
-from llmbench.studies.verdict import Outcome, fmt, numeric_verdict
+from llmbench.studies.fidelity_judge import judged
+from llmbench.studies.verdict import Outcome, fmt
 
 
 def _rows(ctx, study: str) -> list[dict]:
@@ -26,9 +27,8 @@ def final_losses(rows: list[dict]) -> dict[float, float]:
 
 def sparse_loss(c, ctx) -> Outcome:
     """Fig. 8: the 0.9-sparse model's final loss over the dense one's, minus 1 (seed: ~0.15). A
-    reproduction needs the losses to rise with sparsity and the 0.9 gap within the tolerance; a gap
-    of the right sign with losses in the seed's order is at least partial (its size grows with
-    training length, and these runs are far shorter than the seed's 3B tokens); a sparse model
+    reproduction needs the losses to rise with sparsity and the 0.9 gap within the claim's stated
+    tolerance and factor (fidelity_judge.judge_loss_gap: the ones the table displays); a sparse model
     that ends at or below the dense one contradicts the seed."""
     rows = _rows(ctx, c["study"])
     fl = final_losses(rows)
@@ -38,12 +38,6 @@ def sparse_loss(c, ctx) -> Outcome:
     gap = fl[0.9] / fl[0.0] - 1.0
     levels = sorted(fl)
     rising = all(fl[b] >= fl[a] for a, b in zip(levels, levels[1:]))
-    verdict, err = numeric_verdict(gap, c["published"], c.get("tolerance", 0.5), c.get("factor", 3.0)) \
-        if gap > 0 else ("contradicted", -1.0)
-    if verdict == "reproduced" and not rising:
-        verdict = "partial"
-    if verdict == "contradicted" and gap > 0 and rising:
-        verdict = "partial"
     ft = [r for r in rows if (r.get("point") or {}).get("phase") == "finetune"]
     rec = ""
     if ft:
@@ -53,9 +47,9 @@ def sparse_loss(c, ctx) -> Outcome:
             rec = f"; dense fine-tune of the 0.9 model ends at {sum(tail) / len(tail):.3f} (dense {fl[0.0]:.3f})"
     value = f"{gap:+.1%} (" + ", ".join(f"s={s:g}: {v:.3f}" for s, v in sorted(fl.items())) + ")"
     tokens = (rows[0].get("metrics") or {}).get("tokens")
-    return Outcome(value=value, verdict=verdict, source="measured",
-                   detail=f"final loss (mean of the last 10 % of steps), {fmt(float(tokens or 0))} tokens per run"
-                   + ("" if rising else "; losses do not rise with sparsity") + rec)
+    out = judged("loss_gap", c, (gap, rising), "measured",
+                 f"final loss (mean of the last 10 % of steps), {fmt(float(tokens or 0))} tokens per run" + rec)
+    return Outcome(**{**out.__dict__, "value": value})
 
 
 def streaming(c, ctx) -> Outcome:
@@ -64,9 +58,7 @@ def streaming(c, ctx) -> Outcome:
         return Outcome(value="—", verdict="missing", source="measured",
                        detail="no stream compare run in the database")
     ratio = float(rows[-1]["metrics"]["ratio"])
-    verdict, err = numeric_verdict(ratio, c["published"], c.get("tolerance", 0.25))
-    return Outcome(value=fmt(ratio), verdict=verdict, source="measured",
-                   detail=f"streamed / resident tokens/s ({err:+.1%})")
+    return judged("number", c, ratio, "measured", "streamed / resident tokens/s")
 
 
 MEASURED = {"sparse_loss": sparse_loss, "streaming": streaming}

@@ -147,8 +147,9 @@ def record_ceilings(db, result: dict) -> None:
 
 def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str | Path | None = None,
               measure: bool = True, predict: bool = True, log=print, console=None,
-              prices: dict | None = None) -> dict:
-    """The whole job; returns a summary (timings, counts, report path)."""
+              prices: dict | None = None, docs: bool = False) -> dict:
+    """The whole job; returns a summary (timings, counts, report path). docs: also write
+    docs/results/fidelity.md (what README.md and docs/reproduce.md quote)."""
     from llmbench.report.html import report
     from llmbench.results import record_published
     from llmbench.results.store import ResultsDB, default_path
@@ -189,6 +190,11 @@ def reproduce(*, quick: bool = True, out_dir: str | Path = "out", db_path: str |
         timings.append({"step": "report", "seconds": time.monotonic() - t0, "status": "ok"})
     summary.update(timings=timings, total_s=time.monotonic() - t_start, db=str(db_path), fidelity=fid)
     (out / "reproduce.json").write_text(json.dumps(summary, indent=2, default=str))
+    from llmbench.studies.fidelity_md import write_fidelity_md
+
+    mode = command + ("" if measure else " --no-measure")
+    for p in write_fidelity_md(fid, out, mode, docs=docs):
+        log(f"wrote {p} (the fidelity counts the docs quote)")
     log(f"reproduce finished in {summary['total_s']:.0f} s: {summary['report']}")
     log("seed fidelity: " + counts_line(fid["counts"]) + " (per claim: report.html#t-fidelity)")
     return summary

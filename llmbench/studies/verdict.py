@@ -18,6 +18,10 @@ class Outcome:
     verdict: str
     source: str
     detail: str = ""
+    raw: object = None
+    """the computed project value before judging (studies/fidelity_judge.py), None when not computed"""
+    kind: str = ""
+    """the judge that turned `raw` into the verdict ("" for input and missing rows)"""
 
 
 def parse_published(text) -> tuple[float, float] | None:
