@@ -297,7 +297,7 @@ def test_cli_report_errors_and_json(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)  # tables and progress go to stderr, stdout is only the JSON
-    assert set(summary) == {"report", "rows", "images", "db"}
+    assert set(summary) == {"report", "rows", "images", "db", "skipped_rows"}
     assert Path(summary["report"]).is_file() and len(summary["images"]) >= 12
 
 
