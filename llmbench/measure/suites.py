@@ -28,14 +28,14 @@ from dataclasses import fields
 from llmbench.errors import BadInput
 from llmbench.measure import device as dev
 from llmbench.measure.options import RunOptions
-from llmbench.point import RESIZABLE, WORKLOAD_FIELDS, Workload, hardware_for_device, precision_for
+from llmbench.layouts import PLAIN
+from llmbench.point import LAYOUT_FIELDS, RESIZABLE, WORKLOAD_FIELDS, Workload, hardware_for_device, precision_for
 
 SUITES = ("block", "train", "infer", "genslm", "ceilings")
 DISTRIBUTED = ("train", "genslm")  # the suites that run on every torchrun process (DDP)
 #: the layout measure runs by default: data parallel over the torchrun processes, nothing sharded or
 #: recomputed; training may ask for tp, zero and recompute (measure/parallel.py), nothing else
-MEASURED_LAYOUT = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "offload": "none", "mode": "resident"}
-TRAIN_KNOBS = ("tp", "zero", "recompute")
+MEASURED_LAYOUT = {k: v for k, v in PLAIN.items() if k != "ep"}
 
 
 def _runner(suite: str):
@@ -132,16 +132,12 @@ def _sparsity(w: Workload, run: RunOptions | None) -> float:
 
 
 def _layout(w: Workload) -> dict:
-    """The layout as it runs: what was asked (training: tp, zero, recompute), else the default."""
-    asked = {k: v for k, v in w.layout.to_dict().items() if v is not None}
-    allowed = TRAIN_KNOBS if w.suite == "train" else ()
-    other = {k: v for k, v in asked.items() if v != MEASURED_LAYOUT[k] and k not in allowed}
-    if other:
-        knobs = ", ".join(f"{k}={v}" for k, v in other.items())
-        runs = "data parallel, FSDP2/ZeRO, tensor parallel and recompute" if w.suite == "train" \
-            else "data parallel only"
-        raise BadInput(f"measure {w.suite} runs {runs} (not {knobs})")
-    return {**MEASURED_LAYOUT, **{k: v for k, v in asked.items() if k in allowed}}
+    """The layout as it runs: what was asked, within the runtime's capability (llmbench.layouts:
+    training takes tp, zero and recompute), else the plain default."""
+    from llmbench.layouts import resolve_knobs
+
+    asked = {k: getattr(w.layout, k) for k in LAYOUT_FIELDS if getattr(w.layout, k) is not None}
+    return resolve_knobs(f"measure.{w.suite}", asked)
 
 
 def _hardware(w: Workload, device) -> str:

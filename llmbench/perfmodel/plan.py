@@ -43,6 +43,10 @@ SMALL = 256
 #: the largest device count the fewest-devices search tries (beyond a wafer cluster's own limit)
 MAX_DEVICES = 1 << 16
 FIELDS = ("devices", "tp", "pp", "micro_batch", "zero", "recompute", "offload", "ep")
+#: micro-batch and pipeline-degree candidates searched at most (spread(): every divisor of a
+#: per-replica batch up to 2^15 that is a power of two is still searched)
+MICRO_CAP = 16
+PP_CAP = 24
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,8 +119,38 @@ def modes_offloads(h, lay) -> list[int]:
     return codes
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending, from its prime factors: trial division to sqrt(n) is at most
+    2^20 steps for the largest supported count (point.MAX_BATCH = 2^40), where a scan of
+    range(n) took years (issue 23)."""
+    out, m, p = [1], n, 2
+    while p * p <= m:
+        k = 0
+        while m % p == 0:
+            m, k = m // p, k + 1
+        out = [d * p ** e for d in out for e in range(k + 1)]
+        p += 1 if p == 2 else 2
+    if m > 1:
+        out += [d * m for d in out]
+    return sorted(out)
+
+
+_divisors = divisors
+
+
+def spread(options: list[int], cap: int) -> list[int]:
+    """At most `cap` of the ascending `options`, kept geometrically spread (the smallest, the
+    largest, and the one nearest each power of two between): a candidate list bounded by
+    construction, whatever the input's divisors (a batch of 2^8 x 5^8 has 81)."""
+    if len(options) <= cap:
+        return options
+    keep = {options[0], options[-1]}
+    for k in range(options[-1].bit_length()):
+        keep.add(min(options, key=lambda d: abs(math.log2(d) - k)))
+    keep = sorted(keep)
+    if len(keep) > cap:
+        keep = sorted({keep[round(i * (len(keep) - 1) / (cap - 1))] for i in range(cap)})
+    return keep
 
 
 def stages_even(n_layers: int, pp: int) -> bool:
@@ -136,7 +170,7 @@ def tp_options(spec, h, lay) -> list[int]:
 def pp_options(spec, h, lay) -> list[int]:
     if lay.pp is not None:
         return [lay.pp]
-    return _divisors(spec.n_layers) if h.pp else [1]
+    return spread(divisors(spec.n_layers), PP_CAP) if h.pp else [1]
 
 
 def micro_options(w: Workload, per_replica: int) -> list[int]:
@@ -144,7 +178,7 @@ def micro_options(w: Workload, per_replica: int) -> list[int]:
         return [w.micro_batch] if per_replica % w.micro_batch == 0 else []
     if w.grad_accum is not None:
         return [per_replica // w.grad_accum] if per_replica % w.grad_accum == 0 else []
-    return _divisors(per_replica)
+    return spread(divisors(per_replica), MICRO_CAP)
 
 
 def check_ep_given(spec, ep) -> None:
@@ -281,7 +315,9 @@ def device_counts(hw, up_to: int) -> list[int]:
     """Device counts a search tries up to `up_to`: powers of two and whole nodes."""
     dpn = max(hw.interconnect.devices_per_node, 1) if hw.interconnect else 1
     out = {1 << k for k in range(up_to.bit_length()) if 1 << k <= up_to}
-    out |= {dpn * k for k in range(1, up_to // dpn + 1)} if dpn > 1 else set()
+    if dpn > 1:  # whole nodes: each count to 64 nodes, then powers of two of nodes (bounded)
+        out |= {dpn * k for k in range(1, min(up_to // dpn, 64) + 1)}
+        out |= {dpn << k for k in range(up_to.bit_length()) if dpn << k <= up_to}
     return sorted(out | {up_to})
 
 
