@@ -380,16 +380,16 @@ def check_positions(spec, need: int, table: int | None = None, rope_scaling: flo
         if rope_scaling is not None:
             raise BadInput(f"rope_scaling applies to rotary positions; {spec.name} has learned positions")
         if need > limit:
-            raise BadInput(f"seq {need:,} exceeds {spec.name}'s {limit:,} learned positions (a learned table "
+            raise BadInput(f"{need:,} tokens exceed {spec.name}'s {limit:,} learned positions (a learned table "
                            f"has no entry beyond it; a longer table is another model: resize max_seq_len)")
         return limit
     if need <= limit:
         return limit
     if rope_scaling is None:
-        raise BadInput(f"seq {need:,} exceeds {spec.name}'s {limit:,} rotary positions (max_position_embeddings); "
+        raise BadInput(f"{need:,} tokens exceed {spec.name}'s {limit:,} rotary positions (max_position_embeddings); "
                        f"state --rope-scaling {math.ceil(need / limit)} (or more) to run beyond them")
     if need > limit * rope_scaling:
-        raise BadInput(f"seq {need:,} exceeds {spec.name}'s {limit:,} rotary positions x rope scaling "
+        raise BadInput(f"{need:,} tokens exceed {spec.name}'s {limit:,} rotary positions x rope scaling "
                        f"{rope_scaling:g} ({int(limit * rope_scaling):,})")
     return need
 

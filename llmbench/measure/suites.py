@@ -36,6 +36,9 @@ DISTRIBUTED = ("train", "genslm")  # the suites that run on every torchrun proce
 #: the layout measure runs by default: data parallel over the torchrun processes, nothing sharded or
 #: recomputed; training may ask for tp, zero and recompute (measure/parallel.py), nothing else
 MEASURED_LAYOUT = {k: v for k, v in PLAIN.items() if k != "ep"}
+#: micro-steps a measurement runs at most (steps x grad_accum): a bound on the work any --batch
+#: asks for; 2^16 micro-steps of a tiny CPU model are minutes, of GPT-2 small hours
+MAX_MEASURED_MICRO_STEPS = 1 << 16
 
 
 def _runner(suite: str):
@@ -113,6 +116,10 @@ def resolve_workload(w: Workload, device, run: RunOptions | None = None) -> Work
         if world % w.layout.tp:
             raise BadInput(f"--tp {w.layout.tp} does not divide the {world} processes")
         micro, grad_accum = w.micro_steps(dp=world // w.layout.tp)
+        if grad_accum * max(run.steps if run else 1, 1) > MAX_MEASURED_MICRO_STEPS:
+            raise BadInput(f"batch {w.batch} is {grad_accum:,} micro-steps of {micro} per optimizer step: measure "
+                           f"runs every one, at most {MAX_MEASURED_MICRO_STEPS:,} in all (steps x grad_accum); "
+                           "predict a batch this large instead")
         return w.with_(micro_batch=micro, grad_accum=grad_accum)
     if w.suite == "infer" and w.spec().head != "lm":
         return w.with_(gen_len=0)  # an encoder generates nothing

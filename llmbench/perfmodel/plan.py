@@ -325,10 +325,29 @@ def plan(spec, hw, w: Workload, params=None) -> Plan:
     """The time-ordered plan of `w` on its devices; BadInput (one line) when nothing fits, with
     the fewest devices on which some layout does."""
     check_devices(hw, w.devices, w.layout)
+    check_batch_rule(w)
     p = search(spec, hw, w, params)
     if len(p.order):
         return p
     raise BadInput(refusal(spec, hw, w, params, p.searched))
+
+
+def check_batch_rule(w: Workload) -> None:
+    """BadInput naming the batch rule (batch = micro_batch x grad_accum x replicas) when a given
+    --micro-batch or --grad-accum divides the per-replica batch of no data-parallel degree the
+    devices allow (the layout search would otherwise say only that nothing fits)."""
+    if w.micro_batch is None and w.grad_accum is None:
+        return
+    lay, n = w.layout, w.devices or 1
+    step = (lay.tp or 1) * (lay.pp or 1)
+    dps = [d for d in divisors(n) if n % (d * step) == 0 or lay.tp is None or lay.pp is None]
+    per = [w.batch // d for d in dps if w.batch % d == 0]
+    k, v = ("micro_batch", w.micro_batch) if w.micro_batch is not None else ("grad_accum", w.grad_accum)
+    if any(p % v == 0 for p in per):
+        return
+    shown = ", ".join(str(p) for p in per[:6]) + (", ..." if len(per) > 6 else "")
+    raise BadInput(f"--{k.replace('_', '-')} {v} divides no per-replica batch: batch {w.batch} = micro_batch x "
+                   f"grad_accum x data-parallel replicas, and batch / replicas on {n} devices is {shown}")
 
 
 def given_knobs(w: Workload) -> list[str]:

@@ -78,8 +78,7 @@ def check_layout(spec, hw, w: Workload) -> None:
         raise BadInput(f"seq {w.seq_len} exceeds {spec.name}'s {spec.max_seq_len} learned positions")
     if n % (tp * pp):
         raise BadInput(f"devices ({n}) must be a multiple of tp x pp ({tp * pp})")
-    if spec.n_heads % tp:
-        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads")
+    check_tp_heads(spec, tp)
     check_ep(spec, w)
     if pp > spec.n_layers:
         raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
@@ -99,6 +98,14 @@ def check_layout(spec, hw, w: Workload) -> None:
 
     check_devices(hw, n, lay)
     w.micro_steps(n // (tp * pp))
+
+
+def check_tp_heads(spec, tp: int) -> None:
+    """BadInput unless tp divides the query heads and the key/value heads (Megatron-LM splits
+    both over the tensor-parallel ranks: --num-query-groups must be a multiple of tp)."""
+    kv = spec.n_kv_heads or spec.n_heads
+    if spec.n_heads % tp or kv % tp:
+        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} key/value heads")
 
 
 def check_ep(spec, w: Workload) -> None:

@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 from llmbench.errors import BadInput
+from llmbench.point import check_positions
 from llmbench.streaming.config import PipelineConfig, resolve_spec
 from llmbench.streaming.executor import DTYPES
 from llmbench.streaming.pipeplan import (
@@ -192,6 +193,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
         raise BadInput(f"--batch {cfg.batch} must split into {M} micro-batches (one per stage by "
                        "default): use a multiple of it, or --micro-batches")
     context = cfg.prompt_len + cfg.gen_len
+    check_positions(resolve_spec(cfg, seq=1), context)  # the model's own positions, before allocating
     spec = resolve_spec(cfg, seq=context)
     plans = plan_stages(spec, stages=world, micro_batch=cfg.batch // M, micro_batches=M,
                         context=context, precision=cfg.precision, prompt_len=cfg.prompt_len,
