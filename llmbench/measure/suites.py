@@ -39,6 +39,9 @@ MEASURED_LAYOUT = {k: v for k, v in PLAIN.items() if k != "ep"}
 #: micro-steps a measurement runs at most (steps x grad_accum): a bound on the work any --batch
 #: asks for; 2^16 micro-steps of a tiny CPU model are minutes, of GPT-2 small hours
 MAX_MEASURED_MICRO_STEPS = 1 << 16
+#: tokens one micro-step holds at most: 2^26 tokens' activations exceed any device's memory for
+#: any model (the fp32 logits alone of a 256-token vocabulary are 64 GiB)
+MAX_MEASURED_MICRO_TOKENS = 1 << 26
 
 
 def _runner(suite: str):
@@ -66,6 +69,7 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
     runner = _runner(w.suite)
     device = device_for(w, run)
     w = resolve_workload(w, device, run)
+    check_measured_work(w, run)
     environment = dev.collect_environment(device)
     try:
         metrics, info = runner(w, run, device)
@@ -80,6 +84,21 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
     finally:
         gc.collect()
         dev.empty_cache(device)
+
+
+def check_measured_work(w: Workload, run: RunOptions) -> None:
+    """BadInput when a resolved training workload asks for more work than a measurement runs:
+    a micro-step over MAX_MEASURED_MICRO_TOKENS, or over MAX_MEASURED_MICRO_STEPS micro-steps."""
+    if w.suite not in DISTRIBUTED:
+        return
+    micro, grad_accum = w.micro_batch, w.grad_accum
+    if micro * w.seq_len > MAX_MEASURED_MICRO_TOKENS:
+        raise BadInput(f"a micro-step of {micro:,} x {w.seq_len:,} tokens exceeds the {MAX_MEASURED_MICRO_TOKENS:,} "
+                       f"measure runs at once; give --micro-batch (or --layout auto) to split batch {w.batch:,}")
+    if grad_accum * max(run.steps, 1) > MAX_MEASURED_MICRO_STEPS:
+        raise BadInput(f"batch {w.batch:,} is {grad_accum:,} micro-steps of {micro} per optimizer step: measure "
+                       f"runs every one, at most {MAX_MEASURED_MICRO_STEPS:,} in all (steps x grad_accum); "
+                       "predict a batch this large instead")
 
 
 def _failure(exc: BaseException, environment: dict) -> dict:
@@ -116,10 +135,6 @@ def resolve_workload(w: Workload, device, run: RunOptions | None = None) -> Work
         if world % w.layout.tp:
             raise BadInput(f"--tp {w.layout.tp} does not divide the {world} processes")
         micro, grad_accum = w.micro_steps(dp=world // w.layout.tp)
-        if grad_accum * max(run.steps if run else 1, 1) > MAX_MEASURED_MICRO_STEPS:
-            raise BadInput(f"batch {w.batch} is {grad_accum:,} micro-steps of {micro} per optimizer step: measure "
-                           f"runs every one, at most {MAX_MEASURED_MICRO_STEPS:,} in all (steps x grad_accum); "
-                           "predict a batch this large instead")
         return w.with_(micro_batch=micro, grad_accum=grad_accum)
     if w.suite == "infer" and w.spec().head != "lm":
         return w.with_(gen_len=0)  # an encoder generates nothing

@@ -325,11 +325,23 @@ def plan(spec, hw, w: Workload, params=None) -> Plan:
     """The time-ordered plan of `w` on its devices; BadInput (one line) when nothing fits, with
     the fewest devices on which some layout does."""
     check_devices(hw, w.devices, w.layout)
-    check_batch_rule(w)
+    check_given(spec, w)
     p = search(spec, hw, w, params)
     if len(p.order):
         return p
     raise BadInput(refusal(spec, hw, w, params, p.searched))
+
+
+def check_given(spec, w: Workload) -> None:
+    """The rules a given tp, pp, micro-batch or grad-accum breaks, named before the search (which
+    would otherwise say only that no layout fits)."""
+    from .train import check_pp, check_tp_heads
+
+    if w.layout.tp is not None:
+        check_tp_heads(spec, w.layout.tp)
+    if w.layout.pp is not None:
+        check_pp(spec, w.layout.pp)
+    check_batch_rule(w)
 
 
 def check_batch_rule(w: Workload) -> None:

@@ -80,24 +80,28 @@ def check_layout(spec, hw, w: Workload) -> None:
         raise BadInput(f"devices ({n}) must be a multiple of tp x pp ({tp * pp})")
     check_tp_heads(spec, tp)
     check_ep(spec, w)
-    if pp > spec.n_layers:
-        raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
-    from .plan import stages_even
-
-    if not stages_even(spec.n_layers, pp):
-        # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
-        # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
-        below = max(d for d in range(1, pp) if spec.n_layers % d == 0)
-        above = [d for d in range(pp + 1, spec.n_layers + 1) if spec.n_layers % d == 0][:1]
-        near = " or ".join(str(d) for d in [below] + above)
-        raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
-                       f"pipeline stages; nearest valid pp: {near}")
+    check_pp(spec, pp)
     if lay.mode == "weight_streaming" and (tp > 1 or pp > 1):
         raise BadInput("weight_streaming runs data parallel only; use --tp 1 --pp 1")
     from .memory import check_devices
 
     check_devices(hw, n, lay)
     w.micro_steps(n // (tp * pp))
+
+
+def check_pp(spec, pp: int) -> None:
+    """BadInput unless pp stages split the layers evenly (plan.stages_even)."""
+    if pp > spec.n_layers:
+        raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
+    from .plan import divisors, stages_even
+
+    if not stages_even(spec.n_layers, pp):
+        # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
+        # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
+        ds = divisors(spec.n_layers)
+        near = " or ".join(str(d) for d in [max(d for d in ds if d < pp)] + [d for d in ds if d > pp][:1])
+        raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
+                       f"pipeline stages; nearest valid pp: {near}")
 
 
 def check_tp_heads(spec, tp: int) -> None:

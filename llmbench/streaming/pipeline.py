@@ -187,13 +187,13 @@ def prompts_of(spec, cfg: PipelineConfig) -> torch.Tensor:
 def run_pipeline(cfg: PipelineConfig) -> dict:
     """Run one pipelined generation on this rank (after `warmup_runs` untimed ones); every rank
     returns the whole result (gathered), with its own "rank"."""
+    check_positions(resolve_spec(cfg, seq=1), cfg.prompt_len + cfg.gen_len)  # the model's own, before allocating
     rank, world, device = _setup(cfg)
     M = cfg.micro_batches or world
     if cfg.batch % M:
         raise BadInput(f"--batch {cfg.batch} must split into {M} micro-batches (one per stage by "
                        "default): use a multiple of it, or --micro-batches")
     context = cfg.prompt_len + cfg.gen_len
-    check_positions(resolve_spec(cfg, seq=1), context)  # the model's own positions, before allocating
     spec = resolve_spec(cfg, seq=context)
     plans = plan_stages(spec, stages=world, micro_batch=cfg.batch // M, micro_batches=M,
                         context=context, precision=cfg.precision, prompt_len=cfg.prompt_len,
