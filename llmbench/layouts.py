@@ -98,3 +98,21 @@ def resolve_knobs(runtime: str, asked: dict) -> dict:
     out = {k: v for k, v in PLAIN.items() if k != "ep"}
     out.update({k: v for k, v in asked.items() if v is not None})
     return out
+
+
+def layout_text(w) -> str:
+    """'tp 2 x pp 4 x dp 8, ZeRO 1, recompute full, micro-batch 2, grad-accum 16, resident' for a
+    resolved workload (weight streaming stands for offloaded weights): the one layout text."""
+    lay = w.layout
+    dp = w.devices // ((lay.tp or 1) * (lay.pp or 1))
+    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}" + (f" (ep {lay.ep})" if (lay.ep or 1) > 1 else "")]
+    if lay.zero is not None:
+        parts.append(f"ZeRO {lay.zero}")
+    if lay.recompute is not None:
+        parts.append(f"recompute {lay.recompute}")
+    if w.micro_batch is not None:
+        parts.append(f"micro-batch {w.micro_batch}, grad-accum {w.grad_accum}")
+    if lay.offload not in (None, "none", "weights"):
+        parts.append(f"offload {lay.offload}")
+    parts.append(lay.mode or "")
+    return ", ".join(p for p in parts if p)

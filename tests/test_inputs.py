@@ -76,7 +76,7 @@ def test_tp_must_divide_kv_heads_too(cli):
 
 def test_infer_pp_must_split_the_layers(cli):
     refused(cli, "predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--devices", "3",
-            "--pp", "3", words=("pp 3", "32 layers", "equal pipeline stages"))
+            "--pp", "3", words=("pp 3", "32 layers", "equal pipeline stages", "nearest valid pp: 2 or 4"))
     code, out, _ = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--devices", "4",
                        "--pp", "4", "--json")
     assert code == 0 and json.loads(out)["workload"]["layout"]["pp"] == 4

@@ -137,9 +137,14 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
 
 
 def check_serve_layout(spec, w: Workload, mode: str) -> None:
-    """BadInput for a given tp or pp the model cannot be served on (the training rules: tp
-    divides the heads and KV heads, pp gives equal stages)."""
-    from .train import check_tp_heads
+    """BadInput for a knob serving does not run (llmbench.layouts "perfmodel.infer"), or a given tp
+    or pp the model cannot be served on (the training rules: tp divides the heads and KV heads, pp
+    gives equal stages)."""
+    from llmbench.layouts import check_layout_knobs
+
+    from .train import check_pp, check_tp_heads
+
+    check_layout_knobs("perfmodel.infer", {k: v for k, v in w.layout.to_dict().items() if k != "mode"})
 
     tp, pp = w.layout.tp, w.layout.pp
     if tp:
@@ -147,11 +152,7 @@ def check_serve_layout(spec, w: Workload, mode: str) -> None:
         if w.devices and w.devices % tp:
             raise BadInput(f"tp {tp} must divide the devices ({w.devices})")
     if pp and mode != "sram_pipeline":
-        from .plan import stages_even
-
-        if pp > spec.n_layers or not stages_even(spec.n_layers, pp):
-            raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal pipeline "
-                           "stages (the slowest stage would set the pace, which is not modelled)")
+        check_pp(spec, pp)
 
 
 def _counts(hw, mode: str) -> list[int]:

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 from llmbench.errors import BadInput
+from llmbench.layouts import check_layout_knobs, layout_text  # noqa: F401 - layout_text: plan's text
 from llmbench.point import LAYOUT_FIELDS, OFFLOAD, RECOMPUTE, Workload
 
 from ._xp import Scalar
@@ -43,10 +44,11 @@ SMALL = 256
 #: the largest device count the fewest-devices search tries (beyond a wafer cluster's own limit)
 MAX_DEVICES = 1 << 16
 FIELDS = ("devices", "tp", "pp", "micro_batch", "zero", "recompute", "offload", "ep")
-#: micro-batch and pipeline-degree candidates searched at most (spread(): every divisor of a
-#: per-replica batch up to 2^15 that is a power of two is still searched)
-MICRO_CAP = 16
-PP_CAP = 24
+#: micro-batch and pipeline-degree candidates searched at most (spread()): every divisor of a
+#: per-replica batch below 1,000 (840 has the most, 32) or of a power of two up to 2^31 is still
+#: searched, as every layer count's below 1,000
+MICRO_CAP = 32
+PP_CAP = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,24 +86,6 @@ class Plan:
         return self.workload_at(int(self.order[0]))
 
 
-def layout_text(w) -> str:
-    """'tp 2 x pp 4 x dp 8, ZeRO 1, recompute full, micro-batch 2, grad-accum 16, resident' for a
-    resolved workload (weight streaming stands for offloaded weights)."""
-    lay = w.layout
-    dp = w.devices // ((lay.tp or 1) * (lay.pp or 1))
-    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}" + (f" (ep {lay.ep})" if (lay.ep or 1) > 1 else "")]
-    if lay.zero is not None:
-        parts.append(f"ZeRO {lay.zero}")
-    if lay.recompute is not None:
-        parts.append(f"recompute {lay.recompute}")
-    if w.micro_batch is not None:
-        parts.append(f"micro-batch {w.micro_batch}, grad-accum {w.grad_accum}")
-    if lay.offload not in (None, "none", "weights"):
-        parts.append(f"offload {lay.offload}")
-    parts.append(lay.mode or "")
-    return ", ".join(p for p in parts if p)
-
-
 def modes_offloads(h, lay) -> list[int]:
     """Offload codes the search covers: the architecture's (memory.hierarchy), as the user constrains."""
     if lay.offload is not None:
@@ -135,9 +119,6 @@ def divisors(n: int) -> list[int]:
     return sorted(out)
 
 
-_divisors = divisors
-
-
 def spread(options: list[int], cap: int) -> list[int]:
     """At most `cap` of the ascending `options`, kept geometrically spread (the smallest, the
     largest, and the one nearest each power of two between): a candidate list bounded by
@@ -164,7 +145,7 @@ def tp_options(spec, h, lay) -> list[int]:
     if lay.tp is not None:
         return [lay.tp]
     kv = getattr(spec, "n_kv_heads", spec.n_heads) or spec.n_heads
-    return [t for t in _divisors(h.tp_max) if spec.n_heads % t == 0 and kv % t == 0]
+    return [t for t in divisors(h.tp_max) if spec.n_heads % t == 0 and kv % t == 0]
 
 
 def pp_options(spec, h, lay) -> list[int]:
@@ -198,7 +179,7 @@ def ep_options(spec, lay, dp: int, off: int) -> list[int]:
         return [lay.ep] if dp % lay.ep == 0 and (lay.ep == 1 or off != OFF_WEIGHTS) else []
     if not spec.is_moe or off == OFF_WEIGHTS:
         return [1]
-    return [e for e in _divisors(spec.n_experts) if dp % e == 0]
+    return [e for e in divisors(spec.n_experts) if dp % e == 0]
 
 
 def zero_options(h, lay, dp: int, pp: int, off: int) -> list[int]:
@@ -304,6 +285,7 @@ def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=N
     if objective not in OBJECTIVES:
         raise BadInput(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     p = params if params is not None else resolve_params(hw)
+    check_layout_knobs("perfmodel.train", {k: getattr(w.layout, k) for k in LAYOUT_FIELDS})
     check_ep_given(spec, w.layout.ep)
     L = layouts(spec, hw, w, counts or [w.devices])
     r = evaluate(spec, hw, w, L, p)
