@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from llmbench.errors import BadInput
-from llmbench.layouts import capability, check_layout_knobs
+from llmbench.layouts import capability
 from llmbench.measure import device as dev
 
 RECOMPUTE = capability("measure.train").knobs["recompute"]
@@ -51,7 +51,11 @@ class ParallelLayout:
     def __post_init__(self):
         if self.tp < 1:
             raise BadInput(f"--tp must be at least 1, got {self.tp}")
-        check_layout_knobs("measure.train", {"tp": self.tp, "zero": self.zero, "recompute": self.recompute})
+        cap = capability("measure.train")
+        if self.zero not in cap.knobs["zero"]:
+            raise BadInput(f"--zero must be one of {', '.join(map(str, cap.knobs['zero']))}, got {self.zero}")
+        if self.recompute not in RECOMPUTE:
+            raise BadInput(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         for name in ("micro_batch", "grad_accum"):
             value = getattr(self, name)
             if value is not None and value < 1:

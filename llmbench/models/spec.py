@@ -19,10 +19,11 @@ ACTIVATIONS = ("gelu", "swiglu", "geglu")
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rotary")
 #: the supported ceilings of a model's shape (issue 23: a config.json with 10^9 layers hung
-#: `models show`): 2^16 layers is 500x the deepest published LLM (Llama 3.1 405B: 126); 2^30 for
-#: every width, count and position table (Llama 4 Scout's 10M-token context is 2^23.3)
+#: `models show`, whose counting loops over the layers): 2^16 layers is 500x the deepest published
+#: LLM (Llama 3.1 405B: 126); 2^40 for every width, count and position table, which only enter
+#: arithmetic (the measure tests make an allocator fail with a 2^40-token vocabulary)
 MAX_LAYERS = 1 << 16
-MAX_SHAPE = 1 << 30
+MAX_SHAPE = 1 << 40
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "vocab_size", "max_seq_len", "n_kv_heads", "head_dim", "d_ff",
                 "n_token_types", "sliding_window", "global_attn_every", "q_lora_rank", "kv_lora_rank",
                 "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_experts", "n_experts_active",

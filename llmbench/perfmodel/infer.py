@@ -23,7 +23,7 @@ from llmbench.point import Workload
 
 from ._xp import Scalar as xp
 from .params import gemm_efficiency, resolve_params
-from .plan import divisors
+from .plan import check_pp, check_tp_heads, divisors
 from .shapes import shape
 from .moe import mlp_forward
 from .step import gemm_peak, head_forward, layer_forward, ring
@@ -142,10 +142,7 @@ def check_serve_layout(spec, w: Workload, mode: str) -> None:
     gives equal stages)."""
     from llmbench.layouts import check_layout_knobs
 
-    from .train import check_pp, check_tp_heads
-
     check_layout_knobs("perfmodel.infer", {k: v for k, v in w.layout.to_dict().items() if k != "mode"})
-
     tp, pp = w.layout.tp, w.layout.pp
     if tp:
         check_tp_heads(spec, tp)

@@ -141,6 +141,27 @@ def stages_even(n_layers: int, pp: int) -> bool:
     return n_layers % pp == 0 or (n_layers + 2) % pp == 0
 
 
+def check_tp_heads(spec, tp: int) -> None:
+    """BadInput unless tp divides the query heads and the key/value heads (Megatron-LM splits
+    both over the tensor-parallel ranks: --num-query-groups must be a multiple of tp)."""
+    kv = spec.n_kv_heads or spec.n_heads
+    if spec.n_heads % tp or kv % tp:
+        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} key/value heads")
+
+
+def check_pp(spec, pp: int) -> None:
+    """BadInput unless pp stages split the layers evenly (plan.stages_even)."""
+    if pp > spec.n_layers:
+        raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
+    if not stages_even(spec.n_layers, pp):
+        # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
+        # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
+        ds = divisors(spec.n_layers)
+        near = " or ".join(str(d) for d in [max(d for d in ds if d < pp)] + [d for d in ds if d > pp][:1])
+        raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
+                       f"pipeline stages; nearest valid pp: {near}")
+
+
 def tp_options(spec, h, lay) -> list[int]:
     if lay.tp is not None:
         return [lay.tp]
@@ -317,8 +338,6 @@ def plan(spec, hw, w: Workload, params=None) -> Plan:
 def check_given(spec, w: Workload) -> None:
     """The rules a given tp, pp, micro-batch or grad-accum breaks, named before the search (which
     would otherwise say only that no layout fits)."""
-    from .train import check_pp, check_tp_heads
-
     if w.layout.tp is not None:
         check_tp_heads(spec, w.layout.tp)
     if w.layout.pp is not None:

@@ -78,6 +78,8 @@ def check_layout(spec, hw, w: Workload) -> None:
         raise BadInput(f"seq {w.seq_len} exceeds {spec.name}'s {spec.max_seq_len} learned positions")
     if n % (tp * pp):
         raise BadInput(f"devices ({n}) must be a multiple of tp x pp ({tp * pp})")
+    from .plan import check_pp, check_tp_heads
+
     check_tp_heads(spec, tp)
     check_ep(spec, w)
     check_pp(spec, pp)
@@ -87,29 +89,6 @@ def check_layout(spec, hw, w: Workload) -> None:
 
     check_devices(hw, n, lay)
     w.micro_steps(n // (tp * pp))
-
-
-def check_pp(spec, pp: int) -> None:
-    """BadInput unless pp stages split the layers evenly (plan.stages_even)."""
-    if pp > spec.n_layers:
-        raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
-    from .plan import divisors, stages_even
-
-    if not stages_even(spec.n_layers, pp):
-        # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
-        # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
-        ds = divisors(spec.n_layers)
-        near = " or ".join(str(d) for d in [max(d for d in ds if d < pp)] + [d for d in ds if d > pp][:1])
-        raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
-                       f"pipeline stages; nearest valid pp: {near}")
-
-
-def check_tp_heads(spec, tp: int) -> None:
-    """BadInput unless tp divides the query heads and the key/value heads (Megatron-LM splits
-    both over the tensor-parallel ranks: --num-query-groups must be a multiple of tp)."""
-    kv = spec.n_kv_heads or spec.n_heads
-    if spec.n_heads % tp or kv % tp:
-        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} key/value heads")
 
 
 def check_ep(spec, w: Workload) -> None:
