@@ -65,7 +65,7 @@ def int_in(low=None, high=None, name: str = "value"):
         try:
             v = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+            v = _whole_float(text)
         _check_range(v, low, high, text)
         return v
     parse.__name__ = name
@@ -87,9 +87,24 @@ def float_in(low=None, high=None, name: str = "value"):
     return parse
 
 
+def _whole_float(text: str) -> int:
+    """'1e8' -> 100000000: an integer written as a float (as the issue's examples are)."""
+    try:
+        f = float(text)
+    except ValueError:
+        f = math.nan
+    if not math.isfinite(f) or not f.is_integer() or abs(f) >= 2.0 ** 63:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
+    return int(f)
+
+
 def _check_range(v, low, high, text):
+    if low is not None and high is not None and v > high >= 1024:
+        from llmbench.point import limit_text
+
+        raise argparse.ArgumentTypeError(limit_text("", v, high).strip())
     if low is not None and v < low or high is not None and v > high:
-        rng = f">= {low}" if high is None else f"<= {high}" if low is None else f"in [{low}, {high}]"
+        rng = f">= {low}" if high is None or high >= 1024 else f"<= {high}" if low is None else f"in [{low}, {high}]"
         raise argparse.ArgumentTypeError(f"must be {rng}, got {text}")
 
 

@@ -141,6 +141,27 @@ def opt(help: str, *, unit: str = "", flag: str = "", choices: tuple = (), low=N
             "high": high, "integer": integer}
 
 
+# The supported ceiling of each count, declared once here and read by the dataclass check and the
+# CLI alike (issue 23: work that grows with a number must stay bounded). Each is far beyond any
+# published run -- Llama 3.1 405B trained on 16,384 GPUs with 16M-token batches (arXiv:2407.21783
+# Sec. 3.3); the longest context served is 10M tokens (Llama 4 Scout model card) -- and small
+# enough that every search over divisors and device counts ends in well under a second.
+MAX_DEVICES = 1 << 24
+MAX_BATCH = 1 << 40
+MAX_SEQ = 1 << 24
+MAX_DEGREE = 1 << 16
+"""tp, pp, ep: a parallel degree (also bounded by the devices, the heads, the layers)"""
+MAX_ROPE_SCALING = 1024.0
+
+
+def limit_text(name: str, value, high) -> str:
+    """'batch 1,000,000,000,000,000 exceeds the supported 2^40 (1,099,511,627,776)'."""
+    shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    lim = f"2^{high.bit_length() - 1} ({high:,})" if isinstance(high, int) and high > 1 and \
+        high & (high - 1) == 0 else f"{high:g}"
+    return f"{name} {shown} exceeds the supported {lim}"
+
+
 SUITES = ("train", "infer", "block", "genslm", "ceilings")
 MODES = ("resident", "weight_streaming", "sram_pipeline")
 RECOMPUTE = ("none", "selective", "full")
@@ -154,9 +175,9 @@ class Layout:
     """How a workload is laid out over its devices. None = chosen by the engine."""
 
     tp: int | None = field(default=None, metadata=opt(
-        "tensor-parallel degree (within a node)", low=1, integer=True))
+        "tensor-parallel degree (within a node)", low=1, high=MAX_DEGREE, integer=True))
     pp: int | None = field(default=None, metadata=opt(
-        "pipeline-parallel degree (stages)", low=1, integer=True))
+        "pipeline-parallel degree (stages)", low=1, high=MAX_DEGREE, integer=True))
     zero: int | None = field(default=None, metadata=opt(
         "ZeRO / FSDP stage: 0 none, 1 optimizer, 2 +gradients, 3 +weights sharded", low=0, high=3,
         integer=True))
@@ -168,7 +189,7 @@ class Layout:
         "execution mode (default: the hardware's)", choices=MODES))
     ep: int | None = field(default=None, metadata=opt(
         "expert-parallel degree: routed experts split over ep data-parallel replicas (MoE models)",
-        low=1, integer=True))
+        low=1, high=MAX_DEGREE, integer=True))
 
     def __post_init__(self):
         _check_fields(self)
@@ -193,27 +214,32 @@ class Workload:
         "compute precision (default: the hardware's, see point.precision_for)", choices=PRECISIONS))
     devices: int | None = field(default=None, metadata=opt(
         "devices (GPUs, wafers, ...) in all (default: training 1, or the processes under torchrun; "
-        "inference: the fewest that hold the model)", unit="devices", low=1, integer=True))
+        "inference: the fewest that hold the model)", unit="devices", low=1, high=MAX_DEVICES, integer=True))
     batch: int = field(default=1, metadata=opt(
         "global batch: sequences per optimizer step (inference: concurrent requests)",
-        unit="sequences", low=1, integer=True))
+        unit="sequences", low=1, high=MAX_BATCH, integer=True))
     micro_batch: int | None = field(default=None, metadata=opt(
         "sequences per data-parallel replica per micro-step (default: batch / (replicas x grad_accum))",
-        unit="sequences", low=1, integer=True))
+        unit="sequences", low=1, high=MAX_BATCH, integer=True))
     grad_accum: int | None = field(default=None, metadata=opt(
         "micro-steps per optimizer step (default: batch / (replicas x micro_batch), else 1)",
-        low=1, integer=True))
+        low=1, high=MAX_BATCH, integer=True))
     seq_len: int = field(default=1024, metadata=opt(
         "sequence length (inference: prompt length)", unit="tokens", flag="--seq", low=1,
-        integer=True))
+        high=MAX_SEQ, integer=True))
     gen_len: int = field(default=0, metadata=opt(
-        "tokens generated per request (0: none, encoders)", unit="tokens", low=0, integer=True))
+        "tokens generated per request (0: none, encoders)", unit="tokens", low=0, high=MAX_SEQ,
+        integer=True))
     sparsity: float = field(default=0.0, metadata=opt(
         "fraction of dense-layer weights that are zero", unit="fraction", low=0.0, high=0.999))
     resize: dict = field(default_factory=dict, metadata=opt(
         "ModelSpec size changes of a shrunk model (n_layers, d_model, ...)"))
     head: str | None = field(default=None, metadata=opt(
         "model head if not the preset's (lm | mlm | cls | none)", choices=HEADS))
+    rope_scaling: float | None = field(default=None, metadata=opt(
+        "factor a rotary model's positions are stretched by beyond its config's maximum (YaRN, "
+        "linear, NTK: as the run states it); needed for --seq beyond max_position_embeddings",
+        unit="x", low=1.0, high=MAX_ROPE_SCALING))
     layout: Layout = field(default_factory=Layout)
 
     def __post_init__(self):
@@ -260,15 +286,18 @@ class Workload:
 
     def spec(self, base=None):
         """The ModelSpec this workload runs: preset or HF config (or `base`, a ModelSpec given as
-        an object: llmbench.api), resized, head, and learned positions extended when seq_len is
-        longer than the preset's table (seed 002 Table III extends GPT-2 XL's positions to 8K)."""
+        an object: llmbench.api), resized, head. Prompt + generation must fit the model's
+        positions (check_positions): a learned table is extended only when `resize` states
+        max_seq_len (seed 002 Table III extends GPT-2 XL's to 8K); rotary positions beyond the
+        config's maximum only with `rope_scaling` stated."""
         from llmbench.models import get_model
         from llmbench.models.spec import resize
 
         spec = get_model(self.model) if base is None else base
         changes = dict(self.resize)
-        if self.seq_len + self.gen_len > changes.get("max_seq_len", spec.max_seq_len):
-            changes["max_seq_len"] = self.seq_len + self.gen_len
+        limit = check_positions(spec, self.seq_len + self.gen_len, changes.get("max_seq_len"), self.rope_scaling)
+        if limit != spec.max_seq_len:
+            changes["max_seq_len"] = limit
         if changes:
             spec = resize(spec, **changes)
         return spec.with_(head=self.head) if self.head and self.head != spec.head else spec
@@ -285,6 +314,8 @@ class Workload:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["resize"] = dict(sorted(self.resize.items()))
         d["layout"] = self.layout.to_dict()
+        if d["rope_scaling"] is None:  # ids from before it existed stay the same
+            del d["rope_scaling"]
         return d
 
     def id(self) -> str:
@@ -339,6 +370,30 @@ def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def check_positions(spec, need: int, table: int | None = None, rope_scaling: float | None = None) -> int:
+    """The positions a run of `need` tokens (prompt + generation) uses on `spec`, or BadInput
+    naming the rule. Learned positions have no entry past the table (its size, or `table` when
+    the workload's resize states a longer one); rotary positions run to the config's maximum,
+    beyond it only stretched by a stated `rope_scaling` (Llama 3.1's 131,072 come that way)."""
+    limit = table or spec.max_seq_len
+    if spec.position == "learned":
+        if rope_scaling is not None:
+            raise BadInput(f"rope_scaling applies to rotary positions; {spec.name} has learned positions")
+        if need > limit:
+            raise BadInput(f"{need:,} tokens exceed {spec.name}'s {limit:,} learned positions (a learned table "
+                           f"has no entry beyond it; a longer table is another model: resize max_seq_len)")
+        return limit
+    if need <= limit:
+        return limit
+    if rope_scaling is None:
+        raise BadInput(f"{need:,} tokens exceed {spec.name}'s {limit:,} rotary positions (max_position_embeddings); "
+                       f"state --rope-scaling {math.ceil(need / limit)} (or more) to run beyond them")
+    if need > limit * rope_scaling:
+        raise BadInput(f"{need:,} tokens exceed {spec.name}'s {limit:,} rotary positions x rope scaling "
+                       f"{rope_scaling:g} ({int(limit * rope_scaling):,})")
+    return need
+
+
 def _check_fields(obj) -> None:
     """Types, ranges and choices of every field, from its metadata; one line naming the field."""
     for f in fields(obj):
@@ -357,8 +412,11 @@ def _check_fields(obj) -> None:
         elif m["low"] is not None:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise BadInput(f"{f.name} must be a finite number, got {v!r}")
+        if m["high"] is not None and m["low"] is not None and v > m["high"] >= 1024:
+            raise BadInput(limit_text(f.name, v, m["high"]))
         if m["low"] is not None and v < m["low"] or m["high"] is not None and v > m["high"]:
-            rng = f">= {m['low']}" if m["high"] is None else f"in [{m['low']}, {m['high']}]"
+            big = m["high"] is None or m["high"] >= 1024  # a supported ceiling, not a range
+            rng = f">= {m['low']}" if big else f"in [{m['low']}, {m['high']}]"
             raise BadInput(f"{f.name} must be {rng}, got {v!r}")
         if m["choices"] and v not in m["choices"]:
             raise BadInput(f"{f.name} must be one of {', '.join(m['choices'])}, got {v!r}")

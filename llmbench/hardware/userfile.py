@@ -40,6 +40,13 @@ REQUIRED = ("name", "display_name", "vendor", "kind", "peak_flops", "memory_tier
 TIER_KEYS = {"name": "str", "role": "str", "capacity_bytes": "positive", "bandwidth_bytes_per_s": "positive"}
 LINK_KEYS = {"name": "str", "bandwidth_bytes_per_s": "positive", "latency_s": "nonnegative",
              "topology": "str", "devices_per_node": "count", "inter_node_bandwidth_bytes_per_s": "nonnegative"}
+#: the largest value each quantity may take in a user file (refused at load, issue 23: a
+#: devices_per_node of 1e20 made every search over nodes hang): about 1000x beyond the largest
+#: device in the catalog -- Cerebras CS-3 125 PFLOP/s and 21 PB/s on-wafer (cerebras.ai CS-3
+#: datasheet), MemoryX 1.2 PB; NVL72's 72 GPUs in one NVLink domain (nvidia.com GB200 NVL72)
+CEILINGS = {"peak_flops": 1e21, "peak_flops_sparse": 1e21, "capacity_bytes": 1e19, "bandwidth_bytes_per_s": 1e19,
+            "inter_node_bandwidth_bytes_per_s": 1e19, "devices_per_node": 1 << 16, "latency_s": 3600.0,
+            "power_w": 1e7, "price_per_device_hour_usd": 1e6}
 CHOICES = {"kind": KINDS, "default_mode_train": MODES, "default_mode_infer": MODES, "role": TIER_ROLES,
            "topology": TOPOLOGIES}
 
@@ -131,6 +138,9 @@ def _check_value(origin: str, where: str, value, kind: str) -> None:
         raise BadInput(f"{origin}: {where} must not be negative, got {value!r}")
     if kind == "count" and (not isinstance(value, int) or value < 1):
         raise BadInput(f"{origin}: {where} must be a whole number >= 1, got {value!r}")
+    top = next((CEILINGS[p] for p in where.replace("[", ".").split(".") if p in CEILINGS), None)
+    if top is not None and value > top:
+        raise BadInput(f"{origin}: {where} {value:g} exceeds the supported {top:g} (far beyond any device built)")
 
 
 def _check_choice(origin: str, where: str, key: str, value: str) -> None:

@@ -21,9 +21,11 @@ import os
 from dataclasses import replace
 
 from llmbench.errors import BadInput
+from llmbench.layouts import PLAIN, capability
 
-#: what measure train runs: one stage, nothing offloaded, weights resident on the device
-MEASURABLE = {"pp": 1, "offload": "none", "mode": "resident"}
+#: what measure train runs of the knobs it does not search: their plain values (llmbench.layouts:
+#: one stage, nothing offloaded, weights resident on the device)
+MEASURABLE = {k: v for k, v in PLAIN.items() if k not in capability("measure.train").knobs and k != "ep"}
 #: the layout --sparsity and --baseline run with (plain DDP)
 PLAIN = {"tp": 1, "zero": 0, "recompute": "none"}
 

@@ -19,6 +19,7 @@ import os
 
 from llmbench._cliutil import (add_db, add_fields, add_json, emit_json, int_in, table,
                                values)
+from llmbench.layouts import capability
 from llmbench.measure.options import RunOptions
 from llmbench.point import Workload
 from llmbench.units import fmt_flops, fmt_metric, fmt_num, fmt_rate_bytes, label
@@ -75,7 +76,7 @@ def register(cli) -> None:
                            help="ddp (default) | zero1 (sharded optimizer) | zero2 / fsdp (FSDP2 without / "
                                 "with reshard after forward) | tp (all processes) | tp+fsdp (2-D mesh) | "
                                 "auto (the planner's fastest layout that fits these devices)")
-            add_fields(p, Workload, ("tp", "zero", "recompute"))
+            add_fields(p, Workload, tuple(capability("measure.train").knobs))
             p.add_argument("--no-predict", dest="predict", action="store_false",
                            help="do not record the analytical model's prediction beside the measurement")
         _outputs(p)

@@ -23,9 +23,10 @@ import torch
 from torch import nn
 
 from llmbench.errors import BadInput
+from llmbench.layouts import capability
 from llmbench.measure import device as dev
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = capability("measure.train").knobs["recompute"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,8 +51,9 @@ class ParallelLayout:
     def __post_init__(self):
         if self.tp < 1:
             raise BadInput(f"--tp must be at least 1, got {self.tp}")
-        if self.zero not in (0, 1, 2, 3):
-            raise BadInput(f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        cap = capability("measure.train")
+        if self.zero not in cap.knobs["zero"]:
+            raise BadInput(f"--zero must be one of {', '.join(map(str, cap.knobs['zero']))}, got {self.zero}")
         if self.recompute not in RECOMPUTE:
             raise BadInput(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         for name in ("micro_batch", "grad_accum"):

@@ -28,14 +28,20 @@ from dataclasses import fields
 from llmbench.errors import BadInput
 from llmbench.measure import device as dev
 from llmbench.measure.options import RunOptions
-from llmbench.point import RESIZABLE, WORKLOAD_FIELDS, Workload, hardware_for_device, precision_for
+from llmbench.layouts import PLAIN
+from llmbench.point import LAYOUT_FIELDS, RESIZABLE, WORKLOAD_FIELDS, Workload, hardware_for_device, precision_for
 
 SUITES = ("block", "train", "infer", "genslm", "ceilings")
 DISTRIBUTED = ("train", "genslm")  # the suites that run on every torchrun process (DDP)
 #: the layout measure runs by default: data parallel over the torchrun processes, nothing sharded or
 #: recomputed; training may ask for tp, zero and recompute (measure/parallel.py), nothing else
-MEASURED_LAYOUT = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "offload": "none", "mode": "resident"}
-TRAIN_KNOBS = ("tp", "zero", "recompute")
+MEASURED_LAYOUT = {k: v for k, v in PLAIN.items() if k != "ep"}
+#: micro-steps a measurement runs at most (steps x grad_accum): a bound on the work any --batch
+#: asks for; 2^16 micro-steps of a tiny CPU model are minutes, of GPT-2 small hours
+MAX_MEASURED_MICRO_STEPS = 1 << 16
+#: tokens one micro-step holds at most: 2^26 tokens' activations exceed any device's memory for
+#: any model (the fp32 logits alone of a 256-token vocabulary are 64 GiB)
+MAX_MEASURED_MICRO_TOKENS = 1 << 26
 
 
 def _runner(suite: str):
@@ -63,6 +69,7 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
     runner = _runner(w.suite)
     device = device_for(w, run)
     w = resolve_workload(w, device, run)
+    check_measured_work(w, run)
     environment = dev.collect_environment(device)
     try:
         metrics, info = runner(w, run, device)
@@ -77,6 +84,21 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
     finally:
         gc.collect()
         dev.empty_cache(device)
+
+
+def check_measured_work(w: Workload, run: RunOptions) -> None:
+    """BadInput when a resolved training workload asks for more work than a measurement runs:
+    a micro-step over MAX_MEASURED_MICRO_TOKENS, or over MAX_MEASURED_MICRO_STEPS micro-steps."""
+    if w.suite not in DISTRIBUTED:
+        return
+    micro, grad_accum = w.micro_batch, w.grad_accum
+    if micro * w.seq_len > MAX_MEASURED_MICRO_TOKENS:
+        raise BadInput(f"a micro-step of {micro:,} x {w.seq_len:,} tokens exceeds the {MAX_MEASURED_MICRO_TOKENS:,} "
+                       f"measure runs at once; give --micro-batch (or --layout auto) to split batch {w.batch:,}")
+    if grad_accum * max(run.steps, 1) > MAX_MEASURED_MICRO_STEPS:
+        raise BadInput(f"batch {w.batch:,} is {grad_accum:,} micro-steps of {micro} per optimizer step: measure "
+                       f"runs every one, at most {MAX_MEASURED_MICRO_STEPS:,} in all (steps x grad_accum); "
+                       "predict a batch this large instead")
 
 
 def _failure(exc: BaseException, environment: dict) -> dict:
@@ -132,16 +154,12 @@ def _sparsity(w: Workload, run: RunOptions | None) -> float:
 
 
 def _layout(w: Workload) -> dict:
-    """The layout as it runs: what was asked (training: tp, zero, recompute), else the default."""
-    asked = {k: v for k, v in w.layout.to_dict().items() if v is not None}
-    allowed = TRAIN_KNOBS if w.suite == "train" else ()
-    other = {k: v for k, v in asked.items() if v != MEASURED_LAYOUT[k] and k not in allowed}
-    if other:
-        knobs = ", ".join(f"{k}={v}" for k, v in other.items())
-        runs = "data parallel, FSDP2/ZeRO, tensor parallel and recompute" if w.suite == "train" \
-            else "data parallel only"
-        raise BadInput(f"measure {w.suite} runs {runs} (not {knobs})")
-    return {**MEASURED_LAYOUT, **{k: v for k, v in asked.items() if k in allowed}}
+    """The layout as it runs: what was asked, within the runtime's capability (llmbench.layouts:
+    training takes tp, zero and recompute), else the plain default."""
+    from llmbench.layouts import resolve_knobs
+
+    asked = {k: getattr(w.layout, k) for k in LAYOUT_FIELDS if getattr(w.layout, k) is not None}
+    return resolve_knobs(f"measure.{w.suite}", asked)
 
 
 def _hardware(w: Workload, device) -> str:

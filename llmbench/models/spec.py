@@ -18,6 +18,16 @@ FAMILIES = ("gpt", "bert", "llama", "gptj", "neox", "qwen", "mistral", "gemma", 
 ACTIVATIONS = ("gelu", "swiglu", "geglu")
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rotary")
+#: the supported ceilings of a model's shape (issue 23: a config.json with 10^9 layers hung
+#: `models show`, whose counting loops over the layers): 2^16 layers is 500x the deepest published
+#: LLM (Llama 3.1 405B: 126); 2^40 for every width, count and position table, which only enter
+#: arithmetic (the measure tests make an allocator fail with a 2^40-token vocabulary)
+MAX_LAYERS = 1 << 16
+MAX_SHAPE = 1 << 40
+SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "vocab_size", "max_seq_len", "n_kv_heads", "head_dim", "d_ff",
+                "n_token_types", "sliding_window", "global_attn_every", "q_lora_rank", "kv_lora_rank",
+                "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_experts", "n_experts_active",
+                "n_shared_experts", "d_ff_expert", "first_dense_layers", "moe_every")
 HEADS = ("lm", "mlm", "cls", "none")
 ROUTER_SCORES = ("softmax", "sigmoid")
 
@@ -174,6 +184,10 @@ class ModelSpec:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise self._bad(name, f"must be a non-negative integer, got {value!r}")
+        for name in SHAPE_FIELDS:  # bounded: per-layer loops (counting, models show) end quickly
+            top = MAX_LAYERS if name in ("n_layers", "first_dense_layers") else MAX_SHAPE
+            if getattr(self, name) > top:
+                raise self._bad(name, f"{getattr(self, name):,} exceeds the supported 2^{top.bit_length() - 1}")
         for name in ("attn_logit_softcap", "final_logit_softcap"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:

@@ -19,8 +19,9 @@ from llmbench.point import LAYOUT_FIELDS, Layout, Workload
 from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
 TRAIN_FIELDS = ("model", "hardware", "batch", "seq_len", "devices", "precision", "micro_batch",
-                "grad_accum", "sparsity") + LAYOUT_FIELDS
-INFER_FIELDS = ("model", "hardware", "batch", "seq_len", "gen_len", "devices", "precision", "tp", "pp", "mode")
+                "grad_accum", "sparsity", "rope_scaling") + LAYOUT_FIELDS
+INFER_FIELDS = ("model", "hardware", "batch", "seq_len", "gen_len", "devices", "precision", "rope_scaling", "tp",
+                "pp", "mode")
 
 
 def register(cli) -> None:

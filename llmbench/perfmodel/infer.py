@@ -24,6 +24,7 @@ from llmbench.point import Workload
 
 from llmbench._xp import Scalar as xp
 from .params import gemm_efficiency, resolve_params
+from .plan import check_pp, check_tp_heads, divisors
 from .shapes import shape
 from .moe import mlp_forward
 from .step import gemm_peak, head_forward, layer_forward, ring
@@ -114,9 +115,7 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     s = Serve(spec=spec, hw=hw, sh=sh, p=p, peak=gemm_peak(hw, precision, p), mode=mode, encoder=encoder,
               weights_bytes=serving(spec, precision, batch=0, context=0).weights,
               kv_bytes_per_token=0.0 if encoder else kv_bytes_per_token(spec, precision))
-    tp = w.layout.tp
-    if tp and (spec.n_heads % tp or (w.devices and w.devices % tp)):
-        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and the devices ({w.devices})")
+    check_serve_layout(spec, w, mode)
     counts = [w.devices] if w.devices else _counts(hw, mode)
     best = None
     for n in counts:
@@ -138,6 +137,22 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     return best[1]
 
 
+def check_serve_layout(spec, w: Workload, mode: str) -> None:
+    """BadInput for a knob serving does not run (llmbench.layouts "perfmodel.infer"), or a given tp
+    or pp the model cannot be served on (the training rules: tp divides the heads and KV heads, pp
+    gives equal stages)."""
+    from llmbench.layouts import check_layout_knobs
+
+    check_layout_knobs("perfmodel.infer", {k: v for k, v in w.layout.to_dict().items() if k != "mode"})
+    tp, pp = w.layout.tp, w.layout.pp
+    if tp:
+        check_tp_heads(spec, tp)
+        if w.devices and w.devices % tp:
+            raise BadInput(f"tp {tp} must divide the devices ({w.devices})")
+    if pp and mode != "sram_pipeline":
+        check_pp(spec, pp)
+
+
 def _counts(hw, mode: str) -> list[int]:
     """Device counts tried when none is given: wafers one by one, others in powers of two."""
     if mode == "sram_pipeline":
@@ -154,11 +169,11 @@ def serve_layouts(s: Serve, w: Workload, n: int) -> list[tuple[int, int]]:
         tps = [1]
     else:
         kv = getattr(spec, "n_kv_heads", spec.n_heads) or spec.n_heads
-        tps = [t for t in range(1, min(n, dpn) + 1) if n % t == 0 and spec.n_heads % t == 0 and kv % t == 0]
+        tps = [t for t in divisors(n) if t <= dpn and spec.n_heads % t == 0 and kv % t == 0]
     tps = [lay.tp] if lay.tp else tps
     out = []
-    for tp in tps:
-        for pp in ([lay.pp] if lay.pp else range(1, n // tp + 1)):
+    for tp in tps:  # pp over the divisors of the devices (factorised: bounded for any n)
+        for pp in ([lay.pp] if lay.pp else [d for d in divisors(n // tp) if d <= spec.n_layers] if n % tp == 0 else []):
             if n % (tp * pp) == 0 and pp <= spec.n_layers and w.batch % (n // (tp * pp)) == 0:
                 out.append((tp, pp))
     return out

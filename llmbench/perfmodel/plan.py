@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 from llmbench.errors import BadInput
+from llmbench.layouts import check_layout_knobs, layout_text  # noqa: F401 - layout_text: plan's text
 from llmbench.point import LAYOUT_FIELDS, OFFLOAD, RECOMPUTE, Workload
 
 from llmbench._xp import Scalar
@@ -43,6 +44,11 @@ SMALL = 256
 #: the largest device count the fewest-devices search tries (beyond a wafer cluster's own limit)
 MAX_DEVICES = 1 << 16
 FIELDS = ("devices", "tp", "pp", "micro_batch", "zero", "recompute", "offload", "ep")
+#: micro-batch and pipeline-degree candidates searched at most (spread()): every divisor of a
+#: per-replica batch below 1,000 (840 has the most, 32) or of a power of two up to 2^31 is still
+#: searched, as every layer count's below 1,000
+MICRO_CAP = 32
+PP_CAP = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,24 +86,6 @@ class Plan:
         return self.workload_at(int(self.order[0]))
 
 
-def layout_text(w) -> str:
-    """'tp 2 x pp 4 x dp 8, ZeRO 1, recompute full, micro-batch 2, grad-accum 16, resident' for a
-    resolved workload (weight streaming stands for offloaded weights)."""
-    lay = w.layout
-    dp = w.devices // ((lay.tp or 1) * (lay.pp or 1))
-    parts = [f"tp {lay.tp} x pp {lay.pp} x dp {dp}" + (f" (ep {lay.ep})" if (lay.ep or 1) > 1 else "")]
-    if lay.zero is not None:
-        parts.append(f"ZeRO {lay.zero}")
-    if lay.recompute is not None:
-        parts.append(f"recompute {lay.recompute}")
-    if w.micro_batch is not None:
-        parts.append(f"micro-batch {w.micro_batch}, grad-accum {w.grad_accum}")
-    if lay.offload not in (None, "none", "weights"):
-        parts.append(f"offload {lay.offload}")
-    parts.append(lay.mode or "")
-    return ", ".join(p for p in parts if p)
-
-
 def modes_offloads(h, lay) -> list[int]:
     """Offload codes the search covers: the architecture's (memory.hierarchy), as the user constrains."""
     if lay.offload is not None:
@@ -115,8 +103,35 @@ def modes_offloads(h, lay) -> list[int]:
     return codes
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending, from its prime factors: trial division to sqrt(n) is at most
+    2^20 steps for the largest supported count (point.MAX_BATCH = 2^40), where a scan of
+    range(n) took years (issue 23)."""
+    out, m, p = [1], n, 2
+    while p * p <= m:
+        k = 0
+        while m % p == 0:
+            m, k = m // p, k + 1
+        out = [d * p ** e for d in out for e in range(k + 1)]
+        p += 1 if p == 2 else 2
+    if m > 1:
+        out += [d * m for d in out]
+    return sorted(out)
+
+
+def spread(options: list[int], cap: int) -> list[int]:
+    """At most `cap` of the ascending `options`, kept geometrically spread (the smallest, the
+    largest, and the one nearest each power of two between): a candidate list bounded by
+    construction, whatever the input's divisors (a batch of 2^8 x 5^8 has 81)."""
+    if len(options) <= cap:
+        return options
+    keep = {options[0], options[-1]}
+    for k in range(options[-1].bit_length()):
+        keep.add(min(options, key=lambda d: abs(math.log2(d) - k)))
+    keep = sorted(keep)
+    if len(keep) > cap:
+        keep = sorted({keep[round(i * (len(keep) - 1) / (cap - 1))] for i in range(cap)})
+    return keep
 
 
 def stages_even(n_layers: int, pp: int) -> bool:
@@ -126,17 +141,38 @@ def stages_even(n_layers: int, pp: int) -> bool:
     return n_layers % pp == 0 or (n_layers + 2) % pp == 0
 
 
+def check_tp_heads(spec, tp: int) -> None:
+    """BadInput unless tp divides the query heads and the key/value heads (Megatron-LM splits
+    both over the tensor-parallel ranks: --num-query-groups must be a multiple of tp)."""
+    kv = spec.n_kv_heads or spec.n_heads
+    if spec.n_heads % tp or kv % tp:
+        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} key/value heads")
+
+
+def check_pp(spec, pp: int) -> None:
+    """BadInput unless pp stages split the layers evenly (plan.stages_even)."""
+    if pp > spec.n_layers:
+        raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
+    if not stages_even(spec.n_layers, pp):
+        # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
+        # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
+        ds = divisors(spec.n_layers)
+        near = " or ".join(str(d) for d in [max(d for d in ds if d < pp)] + [d for d in ds if d > pp][:1])
+        raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
+                       f"pipeline stages; nearest valid pp: {near}")
+
+
 def tp_options(spec, h, lay) -> list[int]:
     if lay.tp is not None:
         return [lay.tp]
     kv = getattr(spec, "n_kv_heads", spec.n_heads) or spec.n_heads
-    return [t for t in _divisors(h.tp_max) if spec.n_heads % t == 0 and kv % t == 0]
+    return [t for t in divisors(h.tp_max) if spec.n_heads % t == 0 and kv % t == 0]
 
 
 def pp_options(spec, h, lay) -> list[int]:
     if lay.pp is not None:
         return [lay.pp]
-    return _divisors(spec.n_layers) if h.pp else [1]
+    return spread(divisors(spec.n_layers), PP_CAP) if h.pp else [1]
 
 
 def micro_options(w: Workload, per_replica: int) -> list[int]:
@@ -144,7 +180,7 @@ def micro_options(w: Workload, per_replica: int) -> list[int]:
         return [w.micro_batch] if per_replica % w.micro_batch == 0 else []
     if w.grad_accum is not None:
         return [per_replica // w.grad_accum] if per_replica % w.grad_accum == 0 else []
-    return _divisors(per_replica)
+    return spread(divisors(per_replica), MICRO_CAP)
 
 
 def check_ep_given(spec, ep) -> None:
@@ -164,7 +200,7 @@ def ep_options(spec, lay, dp: int, off: int) -> list[int]:
         return [lay.ep] if dp % lay.ep == 0 and (lay.ep == 1 or off != OFF_WEIGHTS) else []
     if not spec.is_moe or off == OFF_WEIGHTS:
         return [1]
-    return [e for e in _divisors(spec.n_experts) if dp % e == 0]
+    return [e for e in divisors(spec.n_experts) if dp % e == 0]
 
 
 def zero_options(h, lay, dp: int, pp: int, off: int) -> list[int]:
@@ -271,6 +307,7 @@ def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=N
     if objective not in OBJECTIVES:
         raise BadInput(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     p = params if params is not None else resolve_params(hw)
+    check_layout_knobs("perfmodel.train", {k: getattr(w.layout, k) for k in LAYOUT_FIELDS})
     check_ep_given(spec, w.layout.ep)
     L = layouts(spec, hw, w, counts or [w.devices])
     r = evaluate(spec, hw, w, L, p, runtime)
@@ -282,7 +319,9 @@ def device_counts(hw, up_to: int) -> list[int]:
     """Device counts a search tries up to `up_to`: powers of two and whole nodes."""
     dpn = max(hw.interconnect.devices_per_node, 1) if hw.interconnect else 1
     out = {1 << k for k in range(up_to.bit_length()) if 1 << k <= up_to}
-    out |= {dpn * k for k in range(1, up_to // dpn + 1)} if dpn > 1 else set()
+    if dpn > 1:  # whole nodes: each count to 64 nodes, then powers of two of nodes (bounded)
+        out |= {dpn * k for k in range(1, min(up_to // dpn, 64) + 1)}
+        out |= {dpn << k for k in range(up_to.bit_length()) if dpn << k <= up_to}
     return sorted(out | {up_to})
 
 
@@ -290,10 +329,39 @@ def plan(spec, hw, w: Workload, params=None, runtime: str | None = None) -> Plan
     """The time-ordered plan of `w` on its devices; BadInput (one line) when nothing fits, with
     the fewest devices on which some layout does."""
     check_devices(hw, w.devices, w.layout)
+    check_given(spec, w)
     p = search(spec, hw, w, params, runtime=runtime)
     if len(p.order):
         return p
     raise BadInput(refusal(spec, hw, w, params, p.searched, runtime))
+
+
+def check_given(spec, w: Workload) -> None:
+    """The rules a given tp, pp, micro-batch or grad-accum breaks, named before the search (which
+    would otherwise say only that no layout fits)."""
+    if w.layout.tp is not None:
+        check_tp_heads(spec, w.layout.tp)
+    if w.layout.pp is not None:
+        check_pp(spec, w.layout.pp)
+    check_batch_rule(w)
+
+
+def check_batch_rule(w: Workload) -> None:
+    """BadInput naming the batch rule (batch = micro_batch x grad_accum x replicas) when a given
+    --micro-batch or --grad-accum divides the per-replica batch of no data-parallel degree the
+    devices allow (the layout search would otherwise say only that nothing fits)."""
+    if w.micro_batch is None and w.grad_accum is None:
+        return
+    lay, n = w.layout, w.devices or 1
+    step = (lay.tp or 1) * (lay.pp or 1)
+    dps = [d for d in divisors(n) if n % (d * step) == 0 or lay.tp is None or lay.pp is None]
+    per = [w.batch // d for d in dps if w.batch % d == 0]
+    k, v = ("micro_batch", w.micro_batch) if w.micro_batch is not None else ("grad_accum", w.grad_accum)
+    if any(p % v == 0 for p in per):
+        return
+    shown = ", ".join(str(p) for p in per[:6]) + (", ..." if len(per) > 6 else "")
+    raise BadInput(f"--{k.replace('_', '-')} {v} divides no per-replica batch: batch {w.batch} = micro_batch x "
+                   f"grad_accum x data-parallel replicas, and batch / replicas on {n} devices is {shown}")
 
 
 def given_knobs(w: Workload) -> list[str]:

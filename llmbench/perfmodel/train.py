@@ -78,21 +78,11 @@ def check_layout(spec, hw, w: Workload) -> None:
         raise BadInput(f"seq {w.seq_len} exceeds {spec.name}'s {spec.max_seq_len} learned positions")
     if n % (tp * pp):
         raise BadInput(f"devices ({n}) must be a multiple of tp x pp ({tp * pp})")
-    if spec.n_heads % tp:
-        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads")
-    check_ep(spec, w)
-    if pp > spec.n_layers:
-        raise BadInput(f"pp {pp} exceeds {spec.name}'s {spec.n_layers} layers")
-    from .plan import stages_even
+    from .plan import check_pp, check_tp_heads
 
-    if not stages_even(spec.n_layers, pp):
-        # the step model gives every stage n_layers / pp layers: with uneven stages the slowest
-        # stage, ceil(n_layers / pp) layers, sets the pace, which it does not model
-        below = max(d for d in range(1, pp) if spec.n_layers % d == 0)
-        above = [d for d in range(pp + 1, spec.n_layers + 1) if spec.n_layers % d == 0][:1]
-        near = " or ".join(str(d) for d in [below] + above)
-        raise BadInput(f"pp {pp} does not split {spec.name}'s {spec.n_layers} layers into equal "
-                       f"pipeline stages; nearest valid pp: {near}")
+    check_tp_heads(spec, tp)
+    check_ep(spec, w)
+    check_pp(spec, pp)
     if lay.mode == "weight_streaming" and (tp > 1 or pp > 1):
         raise BadInput("weight_streaming runs data parallel only; use --tp 1 --pp 1")
     from .memory import check_devices

@@ -128,13 +128,12 @@ def row_workload(row: dict) -> Workload:
 def row_spec(w: Workload):
     """The model of `w`; a learned-position model gets a position table as long as the run
     (the MPT benchmarks size it to the sequence: needed_models.csv)."""
-    from dataclasses import replace
+    from llmbench.models import get_model
 
-    spec = w.spec()
     need = w.seq_len + (w.gen_len or 0)
-    if spec.position == "learned" and need > spec.max_seq_len:
-        spec = replace(spec, max_seq_len=need)
-    return spec
+    if get_model(w.model).position == "learned" and need > w.resize.get("max_seq_len", 0):
+        w = w.with_(resize={**w.resize, "max_seq_len": max(need, get_model(w.model).max_seq_len)})
+    return w.spec()
 
 
 #: training layouts the planner chose for a row (id -> Workload), under the prior parameters, so a

@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 from llmbench.errors import BadInput
+from llmbench.point import check_positions
 from llmbench.streaming.config import PipelineConfig, resolve_spec
 from llmbench.streaming.executor import DTYPES
 from llmbench.streaming.pipeplan import (
@@ -186,6 +187,7 @@ def prompts_of(spec, cfg: PipelineConfig) -> torch.Tensor:
 def run_pipeline(cfg: PipelineConfig) -> dict:
     """Run one pipelined generation on this rank (after `warmup_runs` untimed ones); every rank
     returns the whole result (gathered), with its own "rank"."""
+    check_positions(resolve_spec(cfg, seq=1), cfg.prompt_len + cfg.gen_len)  # the model's own, before allocating
     rank, world, device = _setup(cfg)
     M = cfg.micro_batches or world
     if cfg.batch % M:

@@ -87,8 +87,10 @@ def _rule(f):
     if isinstance(default, bool):
         return lambda v: None if isinstance(v, bool) else "true or false"
     if m.get("integer"):
-        want = "a positive integer" if low == 1 and high is None else \
-            f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+        cap = high is not None and high >= 1024  # a supported ceiling (point.MAX_*), not a range
+        want = "a positive integer" if low == 1 and (high is None or cap) else \
+            f"an integer >= {low}" if high is None or cap else f"an integer in [{low}, {high}]"
+        want += f" (at most 2^{high.bit_length() - 1})" if cap else ""
         return lambda v: None if _is_int(v) and _in(v, low, high) else want
     if low is not None:
         want = f"a number >= {low:g}" if high is None else f"a number in [{low:g}, {high:g}]"
