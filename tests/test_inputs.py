@@ -115,21 +115,21 @@ def test_api_ceiling_is_the_same_rule():
         lb.plan(model="llama-3.1-8b", hardware="h100-sxm", devices=8, batch=10**15, seq=1024)
     with pytest.raises(BadInput, match="must be >= 1"):
         Workload(model="gpt2-small", batch=0)
-    assert time.perf_counter() - t0 < 2
+    assert time.perf_counter() - t0 < 20  # a hang detector (it ran for years); speed: benchmarks/
 
 
 def test_batch_at_the_ceiling_is_planned_quickly():
     t0 = time.perf_counter()
     r = lb.plan(model="llama-3.1-8b", hardware="h100-sxm", devices=8, batch=MAX_BATCH, seq=1024, top=1)
-    assert r.layouts and time.perf_counter() - t0 < 3
+    assert r.layouts and time.perf_counter() - t0 < 20  # a hang detector; speed: benchmarks/
     t0 = time.perf_counter()
     lb.predict_train(model="llama-3.1-8b", hardware="h100-sxm", devices=8, batch=10**8, seq=1024)
-    assert time.perf_counter() - t0 < 2
+    assert time.perf_counter() - t0 < 20  # a hang detector (it ran for years); speed: benchmarks/
 
 
 def test_user_hardware_file_with_absurd_values_refused(tmp_path):
     from llmbench.hardware import get_hardware
-    from llmbench.hardware.userfile import init_toml
+    from llmbench.hardware.lookup import init_toml
 
     text = init_toml("h100-sxm", name="my-gpu")
     assert "devices_per_node = 8" in text
@@ -145,7 +145,7 @@ def test_model_config_with_a_billion_layers_refused(tmp_path, cli):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     t0 = time.perf_counter()
     refused(cli, "models", "show", str(tmp_path / "config.json"), words=("n_layers", "exceeds the supported 2^16"))
-    assert time.perf_counter() - t0 < 2
+    assert time.perf_counter() - t0 < 20  # a hang detector (it ran for years); speed: benchmarks/
 
 
 def test_measure_train_huge_batch_refused_before_running(cli):
@@ -166,7 +166,7 @@ def test_divisors_by_factorisation():
         assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
     t0 = time.perf_counter()
     assert len(divisors(MAX_BATCH)) == 41 and len(divisors(2**8 * 5**8)) == 81
-    assert time.perf_counter() - t0 < 0.5
+    assert time.perf_counter() - t0 < 5  # by range it would take hours
 
 
 def test_spread_keeps_small_lists_and_caps_large_ones():
