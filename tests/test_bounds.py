@@ -15,7 +15,7 @@ from llmbench.errors import BadInput
 
 #: a call slower than this is a failure (a hang is stopped by SIGALRM at twice it); generous for
 #: a machine shared by several engineers: the refused cases take milliseconds
-LIMIT_S = 4.0
+LIMIT_S = 15.0  # a hang detector on a loaded 2-core CI machine; the speed goals are benchmarks/
 
 extreme = st.one_of(
     st.integers(min_value=-3, max_value=10**20),
