@@ -110,3 +110,21 @@ def test_calibrate_from_an_odd_db_path(tmp_path, monkeypatch):
         db.record(w, source="measured", metrics={"samples_per_s": 50.0 * b})
     pts, skipped = cal.read_points("a?b.db", "h100-sxm")
     assert len(pts) == 3 and skipped == 0 and (tmp_path / "a?b.db").exists()
+
+
+def test_unfused_attention_costs_small_models_more_than_large():
+    # Megatron-LM 2021 (arXiv:2104.04473) ran attention unfused: the T x T scores pass through memory,
+    # which costs a 1.7B model (hidden 2304) far more of its step than a 145.6B one (hidden 12288)
+    from llmbench.perfmodel.frameworks import framework_of, overlay
+
+    assert framework_of("arXiv:2104.04473 (Narayanan et al. 2021)") == "megatron-2021"
+    assert overlay("pytorch/torchtitan performance docs") == {}
+    hw = get_hardware("a100-80gb")
+    slow = {}
+    for model, tp, pp in (("megatron-1.7b", 1, 1), ("megatron-145.6b", 8, 8)):
+        w = Workload(model=model, hardware=hw.name, batch=512, seq_len=2048, devices=64 * tp * pp // 8,
+                     precision="fp16", layout={"tp": tp, "pp": pp, "zero": 0, "recompute": "full"}, micro_batch=1)
+        p = resolve_params(hw, use_profile=False)
+        t = [predict_train(get_model(model), hw, w, {**p, "attn_score_passes": n}).step_time_s for n in (0.0, 6.0)]
+        slow[model] = t[1] / t[0]
+    assert slow["megatron-1.7b"] > 1.1 and slow["megatron-1.7b"] > 2 * (slow["megatron-145.6b"] - 1) + 1

@@ -31,6 +31,10 @@ PARAMS: dict[str, tuple[float, str]] = {
     "lowp_gemm": (0.7, "fp8/fp4: share of the low-precision peak's gain over bf16 that GEMMs realise "
                        "(scaling, casts, amax history: Transformer Engine); attention and the LM head "
                        "run at the bf16 peak (step.gemm_peak)"),
+    "attn_score_passes": (0.0, "passes over the T x T attention scores in memory per forward: 0 for a fused "
+                               "attention (FlashAttention); an unfused one (Megatron-LM 2021) writes them, "
+                               "softmax reads and writes, dropout reads and writes, the PV GEMM reads: 6 "
+                               "(perfmodel/frameworks.py)"),
     "optimizer_bytes_per_s": (0.0, "bandwidth of the optimizer update when it runs off-device "
                                    "(MemoryX); 0 = 4x the streaming link"),
 }

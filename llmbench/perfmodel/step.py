@@ -185,6 +185,9 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0, peak_attn=None)
     heads = sh.h / tp
     c, m = _roof(4.0 * b * heads * T * T * sh.hd, (n * (sh.d + 2 * sh.kvd) + n * sh.d) * sh.s / tp,
                  peak_attn or peak, gemm_efficiency(T, T, sh.hd, p, xp), bw, xp)
+    # an unfused attention (no FlashAttention) also writes and reads the T x T scores in memory
+    # attn_score_passes times per forward (params.PARAMS; 0 when fused)
+    m = m + p.get("attn_score_passes", 0.0) * b * heads * T * T * sh.s / bw
     attn = c + m
     comp, mem = comp + c, mem + m
     if sh.moe is not None:

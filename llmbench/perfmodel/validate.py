@@ -222,6 +222,7 @@ def predict_row(row: dict, params: dict | None = None) -> float | None:
         return None
     a = ASSUME.get(row["id"], {})
     w = row_workload(row)
+    params = with_framework(row, w, params)
     if row["task"] == "infer":
         return _infer_metric(w, row, params)
     if metric in ("samples_per_s", "tokens_per_s", "epoch_time_s", "epoch_time_h", "achieved_tflops", "mfu",
@@ -251,6 +252,20 @@ def predict_row(row: dict, params: dict | None = None) -> float | None:
         t = [_train(_per_replica(w, bpr * n, n), params).samples_per_s for n in (w.devices, 1)]
         return t[0] / t[1]
     return _genslm(w, row, a, params)  # per_device_speedup, speedup
+
+
+def with_framework(row: dict, w: Workload, params: dict | None) -> dict | None:
+    """params with the overrides of the framework the row's source ran (frameworks.py) on the
+    row's hardware; params None: the shipped parameters of that hardware."""
+    from .frameworks import overlay
+    from .params import resolve_params
+
+    over = overlay(row.get("source", ""))
+    if not over:
+        return params
+    h = w.hardware
+    base = (params or {}).get(h) or resolve_params(get_hardware(h))
+    return {**(params or {}), h: {**base, **over}}
 
 
 def _infer_metric(w: Workload, row: dict, params) -> float:
