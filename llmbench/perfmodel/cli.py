@@ -45,6 +45,9 @@ def register(cli) -> None:
     p.add_argument("--from", dest="source", help="CSV/JSON of result rows or a results SQLite DB")
     p.add_argument("--out", help="profile to write (with --from; default llmbench-profile-<hw>.json)")
     p.add_argument("--dry-run", action="store_true", help="fit and report, write nothing")
+    p.add_argument("--write-shipped", action="store_true",
+                   help="with --published: rewrite the shipped profiles and their leave-one-source-out "
+                        "residuals (llmbench/perfmodel/profiles/; a source checkout only): `make profiles`")
     add_json(p)
     add_json(cli.command("validate", validate_cmd))
     p = cli.command("plan", plan_cmd)
@@ -157,8 +160,10 @@ def calibrate_cmd(a) -> None:
 
     if a.published == bool(a.source):
         raise ValueError("give exactly one of --published or --from FILE")
+    if a.write_shipped and (not a.published or a.dry_run or a.hardware):
+        raise ValueError("--write-shipped rewrites every shipped profile: use it with --published alone")
     if a.published:
-        reports = cal.calibrate_published(write=not a.dry_run, only=a.hardware)
+        reports = cal.calibrate_published(write=not a.dry_run, only=a.hardware, ship=a.write_shipped)
         if a.hardware and not reports:
             raise ValueError(f"no published points for hardware {a.hardware!r}")
     else:
@@ -173,6 +178,9 @@ def calibrate_cmd(a) -> None:
     if a.json:
         return emit_json(reports)
     for r in reports:
+        if "residuals" in r:
+            print(f"wrote {r['residuals']} (every row's leave-one-source-out error: the bands predict prints)")
+            continue
         loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
         fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
         kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"] else "prior error")
@@ -180,7 +188,9 @@ def calibrate_cmd(a) -> None:
         print(f"{r['hardware']:<10} points {r['points']:>3}  {r['status']:<44} "
               f"{kind} {r['fit_mean_abs_error']:.1%}  {held} {loo}  [{fitted}]")
         if r.get("written"):
-            print(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
+            hint = "" if a.published else (f" (use it with --profile {r['written']}, or "
+                                            "LLMBENCH_PROFILES=<that file or its folder>)")
+            print(f"  wrote {r['written']}{hint}")
 
 
 def validate_cmd(a) -> None:

@@ -58,8 +58,9 @@ def defaults(kind: str = "gpu") -> dict[str, float]:
 
 
 def profile_dirs() -> list[Path]:
-    """Where profiles are read, first match wins: $LLMBENCH_PROFILES, else $LLMBENCH_HOME/profiles
-    (where `llmbench calibrate --published` writes), then the shipped profiles/."""
+    """Where profiles are read, first match wins: $LLMBENCH_PROFILES (a folder, or one profile
+    file), else $LLMBENCH_HOME/profiles (where `llmbench calibrate --published` writes), then the
+    shipped profiles/."""
     user = os.environ.get("LLMBENCH_PROFILES")
     if user:
         return [Path(user).expanduser(), PROFILE_DIR]
@@ -68,17 +69,54 @@ def profile_dirs() -> list[Path]:
     return [llmbench_home() / "profiles", PROFILE_DIR]
 
 
+#: every row's leave-one-source-out error, written beside the profiles by calibrate --published
+RESIDUALS_FILE = "loso_residuals.json"
+
+
+def read_profile(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"{path}: not a valid profile (JSON)") from None
+
+
+def _candidates(d: Path, name: str) -> list[Path]:
+    """`name`.json in folder d, then any other profile there whose "hardware" is `name` (what
+    calibrate --out FILE writes under any file name); d itself when it is a file."""
+    if d.is_file():
+        return [d]
+    first = d / f"{name}.json"
+    rest = sorted(p for p in d.glob("*.json") if p != first and p.name != RESIDUALS_FILE) if d.is_dir() else []
+    return ([first] if first.exists() else []) + rest
+
+
 @lru_cache(maxsize=64)
+def find_profile(name: str) -> tuple[str | None, dict]:
+    """(path, content) of the calibrated profile of one hardware ((None, {}) when none exists):
+    profile_dirs() in order."""
+    for d in profile_dirs():
+        for path in _candidates(d, name):
+            data = read_profile(path)
+            if path.name == f"{name}.json" or data.get("hardware") == name:
+                return str(path), data
+    return None, {}
+
+
 def load_profile(name: str) -> dict:
     """The calibrated profile of one hardware ({} when none exists): profile_dirs() in order."""
-    for d in profile_dirs():
-        path = d / f"{name}.json"
-        if path.exists():
-            try:
-                return json.loads(path.read_text())
-            except ValueError:
-                raise ValueError(f"{path}: not a valid profile (JSON)") from None
-    return {}
+    return find_profile(name)[1]
+
+
+load_profile.cache_clear = find_profile.cache_clear  # callers clear the one cache
+
+
+def origin_of(path: str | None) -> str:
+    """'shipped' | 'user file' ($LLMBENCH_PROFILES) | '$LLMBENCH_HOME' | 'uncalibrated priors'."""
+    if path is None:
+        return "uncalibrated priors"
+    if Path(path).parent == PROFILE_DIR:
+        return "shipped"
+    return "user file" if os.environ.get("LLMBENCH_PROFILES") else "$LLMBENCH_HOME"
 
 
 def resolve_params(hw, override: dict | None = None, use_profile: bool = True) -> dict[str, float]:
