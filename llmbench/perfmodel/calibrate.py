@@ -242,13 +242,29 @@ def loso_errors(points, lin, by_source) -> dict:
     return out
 
 
+#: metrics that are a rate (their error is a throughput error) and a time (its inverse); the rest
+#: (ratios, device counts, memory) say nothing about a throughput band and get none
+RATE_METRICS = ("samples_per_s", "tokens_per_s", "achieved_tflops", "mfu", "decode_tokens_per_s_per_seq")
+TIME_METRICS = ("epoch_time_s", "epoch_time_h", "time_to_first_token_s", "latency_s_p50")
+
+
+def rate_error(metric: str, e: float) -> float | None:
+    """A row's error as a throughput error: predicted rate / true rate - 1 (None: not a rate)."""
+    if metric in RATE_METRICS:
+        return e
+    return 1.0 / (1.0 + e) - 1.0 if metric in TIME_METRICS and e > -1.0 else None
+
+
 def write_residuals(path: Path, points, loso: dict, make_folder: bool = False) -> str:
     """Write every fitted row's leave-one-source-out error with what a band selects rows by."""
     rows = [{"id": pt["id"], "hardware": pt["system"], "kind": get_hardware(pt["system"]).kind,
-             "task": pt["task"], "metric": pt["metric"], "source": pt["source"], "loso_error": loso[pt["id"]]}
+             "task": pt["task"], "metric": pt["metric"], "source": pt["source"], "loso_error": loso[pt["id"]],
+             "rate_error": rate_error(pt["metric"], loso[pt["id"]])}
             for pt in points if loso.get(pt["id"]) is not None]
-    _write_json(Path(path), {"source": SHIPPED_SOURCE, "error": "predicted / published - 1, the row's "
-                             "source left out of the fit", "rows": rows}, make_folder)
+    _write_json(Path(path), {"source": SHIPPED_SOURCE,
+                             "loso_error": "predicted / published - 1 of the row's metric, its source left out of the fit",
+                             "rate_error": "the same as a throughput error (time metrics inverted; null: not a rate)",
+                             "rows": rows}, make_folder)
     return str(path)
 
 

@@ -35,6 +35,8 @@ PARAMS: dict[str, tuple[float, str]] = {
                                "attention (FlashAttention); an unfused one (Megatron-LM 2021) writes them, "
                                "softmax reads and writes, dropout reads and writes, the PV GEMM reads: 6 "
                                "(perfmodel/frameworks.py)"),
+    "memory_fraction": (0.0, "share of the resident memory a training layout may fill; 0: the kind's "
+                             "default reserve (reserve.py: GPUs capacity - max(2 GiB, 5%))"),
     "optimizer_bytes_per_s": (0.0, "bandwidth of the optimizer update when it runs off-device "
                                    "(MemoryX); 0 = 4x the streaming link"),
 }

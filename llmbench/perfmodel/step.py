@@ -10,7 +10,7 @@ live). docs/predict.md gives every equation and its source.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -21,6 +21,7 @@ from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
 from .memory import hierarchy, memory_use, swarm_depth
 from .moe import ep_time_s, mlp_forward
 from .params import gemm_efficiency
+from .reserve import usable_bytes
 from .shapes import params_per_device, shape
 
 OPT_BYTES_PER_PARAM = 28.0  # Adam: read grad, master, m, v (2+4+4+4); write master, m, v, weight (4+4+4+2)
@@ -372,6 +373,8 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp) -> StepArrays:
     hw_fl = hw_fl - skipped * 2.0 * g.seq * sh.dense_params * (3.0 + 1.0 * full)
     acts = per_seq(lambda t: act_per_seq(spec, t, precision), g.seq, xp)
     mem = memory_use(spec, sh, precision, hw, g, acts, xp)
+    # a layout runs only under the memory reserve (reserve.py; --memory-fraction)
+    mem = replace(mem, fits=mem.fits & (mem.peak_mem_bytes <= usable_bytes(hw, p.get("memory_fraction"))))
     m = g.micro_steps
     return StepArrays(grid=g, micro=mi, step=step, micro_steps=m, compute_s=m * mi.compute_s,
                       memory_s=m * mi.memory_s, model_flops=model * g.batch, hw_flops=hw_fl * g.batch,

@@ -155,7 +155,9 @@ def planned(row_id: str, w: Workload) -> Workload:
             from .params import resolve_params
             from .plan import plan
 
-            w = plan(row_spec(w), h, w, resolve_params(h, use_profile=False)).best()
+            # memory_fraction 1: a published run ran, so its layouts are searched up to the whole
+            # device (the default reserve, reserve.py, is for layouts no one has run yet)
+            w = plan(row_spec(w), h, w, resolve_params(h, {"memory_fraction": 1.0}, use_profile=False)).best()
         _LAYOUTS[key] = w
     return _LAYOUTS[key]
 
