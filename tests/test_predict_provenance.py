@@ -110,3 +110,17 @@ def test_project_carries_hours_band(cli):
                        "--seq", "2048", "--precision", "cbf16", "--json")
     d = json.loads(out)
     assert code == 0 and d["hours_low"] < d["hours"] < d["hours_high"] and d["calibration"]["profile"] == "cs2"
+
+
+def test_framework_is_stated_and_selects_its_mechanism(cli):
+    args = ["predict", "train", "--model", "megatron-1.7b", "--hardware", "a100-80gb", "--devices", "32", "--batch",
+            "512", "--seq", "2048", "--tp", "1", "--pp", "1", "--zero", "0", "--recompute", "full", "--micro-batch",
+            "1", "--precision", "fp16", "--json"]
+    fused = json.loads(cli(*args)[1])
+    old = json.loads(cli(*args, "--framework", "megatron-2021")[1])
+    assert fused["framework"].startswith("fused") and "default" in fused["framework"]
+    assert old["framework"].startswith("megatron-2021")
+    # unfused attention at hidden 2304, seq 2048: the scores' memory passes cost a third of the step
+    assert 0.5 < old["tokens_per_s"] / fused["tokens_per_s"] < 0.8
+    code, out, _ = cli(*args[:-1])
+    assert code == 0 and "framework           fused" in out

@@ -28,6 +28,7 @@ from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 from llmbench.point import Workload
 
+from .frameworks import TERMS_FILE
 from .params import PROFILE_DIR, RESIDUALS_FILE, load_profile, resolve_params
 
 #: parameters calibration may move, most influential first; bounds in natural units
@@ -217,6 +218,7 @@ def calibrate_published(write: bool = True, only: str | None = None, ship: bool 
         reports.append(rep)
     if write and not only:
         reports.append({"residuals": write_residuals(folder / RESIDUALS_FILE, pts, loso, make_folder=not ship)})
+        reports.append({"frameworks": write_frameworks(folder / TERMS_FILE, lin, fitted, make_folder=not ship)})
         if ship:
             _remove_stale(folder, {r["hardware"] for r in reports if "hardware" in r})
     load_profile.cache_clear()
@@ -268,10 +270,28 @@ def write_residuals(path: Path, points, loso: dict, make_folder: bool = False) -
     return str(path)
 
 
+def write_frameworks(path: Path, lin, fitted: dict, make_folder: bool = False) -> str:
+    """Write the fit's framework terms ({framework: {param: log factor}}, --framework) with the
+    rows and sources each was fitted on."""
+    from .pooled import FRAMEWORK_KEY
+
+    rows: dict = {}
+    for fw, src in zip(lin.frameworks, lin.sources):
+        if fw:
+            rows.setdefault(fw, {}).setdefault(src, 0)
+            rows[fw][src] += 1
+    _write_json(Path(path), {"source": SHIPPED_SOURCE, "term": "log factor on each efficiency parameter of "
+                             "a hardware's profile for rows of that framework (pooled.py)",
+                             "frameworks": fitted.get(FRAMEWORK_KEY, {}),
+                             "rows": {fw: sum(v.values()) for fw, v in rows.items()},
+                             "sources": {fw: sorted(v) for fw, v in rows.items()}}, make_folder)
+    return str(path)
+
+
 def _remove_stale(folder: Path, keep: set) -> None:
     """Shipped profiles of hardware the fit no longer covers would still be read: remove them."""
     for f in folder.glob("*.json"):
-        if f.name != RESIDUALS_FILE and f.stem not in keep:
+        if f.name not in (RESIDUALS_FILE, TERMS_FILE) and f.stem not in keep:
             f.unlink()
 
 

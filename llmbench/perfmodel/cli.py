@@ -71,6 +71,11 @@ def add_calibration(p, memory: bool) -> None:
                    help="a calibrated profile (llmbench calibrate --out FILE) instead of the one found in "
                         "$LLMBENCH_PROFILES, $LLMBENCH_HOME/profiles, then the shipped ones")
     if memory:
+        from llmbench.perfmodel.frameworks import CHOICES, DEFAULT
+
+        p.add_argument("--framework", choices=CHOICES, default=DEFAULT,
+                       help=f"the training stack's mechanisms (default {DEFAULT}: a fused attention, every "
+                            "current framework; megatron-2021: unfused, as Megatron-LM in arXiv:2104.04473)")
         p.add_argument("--memory-fraction", type=float_in(0.05, 1.0, "memory-fraction"), default=None,
                        help="share of device memory a layout may fill (default: GPUs/HPUs/TPUs capacity - "
                             "max(2 GiB, 5%%) for CUDA context, NCCL buffers and fragmentation; wafer, RDU, "
@@ -92,6 +97,9 @@ def run_params(a, hw) -> dict | None:
         over.update(prof.get("params", {}))
     if getattr(a, "memory_fraction", None):
         over["memory_fraction"] = a.memory_fraction
+    from llmbench.perfmodel.frameworks import FRAMEWORKS
+
+    over.update(FRAMEWORKS.get(getattr(a, "framework", None) or "", {}))
     if not over:
         return None
     return resolve_params(hw, override=over, use_profile=not getattr(a, "profile", None))
@@ -139,8 +147,15 @@ def with_provenance(a, pred) -> dict:
     """pred.to_dict() with its calibration block and, for training, the MFU convention."""
     d = {**pred.to_dict(), "calibration": calibration_of(a, pred)}
     if pred.workload.suite != "infer":
-        d.update(mfu_causal=mfu_causal(pred), mfu_convention=MFU_CONVENTION)
+        d.update(mfu_causal=mfu_causal(pred), mfu_convention=MFU_CONVENTION, framework=framework_text(a))
     return d
+
+
+def framework_text(a) -> str:
+    from llmbench.perfmodel.frameworks import DEFAULT, DESCRIBE
+
+    fw = getattr(a, "framework", None) or DEFAULT
+    return f"{fw}: {DESCRIBE[fw]}"
 
 
 def workload(a, suite: str) -> Workload:
@@ -193,7 +208,7 @@ def predict_train_cmd(a) -> None:
             ("MFU", f"{fmt_frac(d['mfu'])} (full T x T attention counted; causal half: {fmt_frac(mfu_causal(pred))})"),
             ("bound", d["bound"]),
             ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)}){lower_tiers(d)}"),
-            ("", memory_share(pred)), ("calibration", calibration_text(cal))]
+            ("", memory_share(pred)), ("calibration", calibration_text(cal)), ("framework", framework_text(a))]
     rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
     pairs(rows)
 
@@ -277,6 +292,9 @@ def calibrate_cmd(a) -> None:
         if "residuals" in r:
             print(f"wrote {r['residuals']} (every row's leave-one-source-out error: the bands predict prints)")
             continue
+        if "frameworks" in r:
+            print(f"wrote {r['frameworks']} (the fitted framework terms: --framework)")
+            continue
         loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
         fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
         kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"] else "prior error")
@@ -339,8 +357,7 @@ def plan_cmd(a) -> None:
     res = plan_report(w0, a.objective, a.top, params=run_params(a, get_hardware(w0.hardware)) if w0.hardware else None)
     cal = calibration_of(a, res["layouts"][0])
     if a.json:
-        return emit_json({**res, "layouts": [with_provenance(a, p) for p in res["layouts"]], "calibration": cal,
-                          "mfu_convention": MFU_CONVENTION})
+        return emit_json({**res, "calibration": cal, "framework": framework_text(a), "mfu_convention": MFU_CONVENTION})
     w = res["workload"]
     print(f"plan: train {w['model']} on {w['devices']} x {w['hardware']}, batch {w['batch']} x {w['seq_len']}, "
           f"{w['precision']}; {res['fitting']:,} of {res['searched']:,} layouts fit; ranked by {res['objective']} "
@@ -367,6 +384,7 @@ def plan_cmd(a) -> None:
     print(f"memory: {res['memory_rule']}; #1 {memory_share(res['layouts'][0])}")
     print(f"#1 tokens/s {res['layouts'][0].tokens_per_s:,.0f} {band_text(cal)}")
     print(f"calibration: {calibration_text(cal)}")
+    print(f"framework: {framework_text(a)}")
     print("MFU: full T x T attention counted (--json: mfu_causal, mfu_convention)")
 
 

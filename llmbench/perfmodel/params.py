@@ -32,9 +32,9 @@ PARAMS: dict[str, tuple[float, str]] = {
                        "(scaling, casts, amax history: Transformer Engine); attention and the LM head "
                        "run at the bf16 peak (step.gemm_peak)"),
     "attn_score_passes": (0.0, "passes over the T x T attention scores in memory per forward: 0 for a fused "
-                               "attention (FlashAttention); an unfused one (Megatron-LM 2021) writes them, "
-                               "softmax reads and writes, dropout reads and writes, the PV GEMM reads: 6 "
-                               "(perfmodel/frameworks.py)"),
+                               "attention (FlashAttention); an unfused one (Megatron-LM 2021): 6.5 "
+                               "(perfmodel/frameworks.py counts them)"),
+    "attn_score_passes_bwd": (0.0, "the same in the backward: 0 fused; Megatron-LM 2021: 9.5 (frameworks.py)"),
     "memory_fraction": (0.0, "share of the resident memory a training layout may fill; 0: the kind's "
                              "default reserve (reserve.py: GPUs capacity - max(2 GiB, 5%))"),
     "optimizer_bytes_per_s": (0.0, "bandwidth of the optimizer update when it runs off-device "
@@ -88,7 +88,7 @@ def _candidates(d: Path, name: str) -> list[Path]:
     if d.is_file():
         return [d]
     first = d / f"{name}.json"
-    rest = sorted(p for p in d.glob("*.json") if p != first and p.name != RESIDUALS_FILE) if d.is_dir() else []
+    rest = sorted(p for p in d.glob("*.json") if p != first and p.name not in (RESIDUALS_FILE, "frameworks.json")) if d.is_dir() else []
     return ([first] if first.exists() else []) + rest
 
 

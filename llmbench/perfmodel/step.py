@@ -187,8 +187,8 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0, peak_attn=None)
     c, m = _roof(4.0 * b * heads * T * T * sh.hd, (n * (sh.d + 2 * sh.kvd) + n * sh.d) * sh.s / tp,
                  peak_attn or peak, gemm_efficiency(T, T, sh.hd, p, xp), bw, xp)
     # an unfused attention (no FlashAttention) also writes and reads the T x T scores in memory
-    # attn_score_passes times per forward (params.PARAMS; 0 when fused)
-    m = m + p.get("attn_score_passes", 0.0) * b * heads * T * T * sh.s / bw
+    # attn_score_passes times per forward (params.PARAMS; 0 when fused; backward: micro_times)
+    m = m + p.get("attn_score_passes", 0.0) * score_bytes(sh, b, T, tp) / bw
     attn = c + m
     comp, mem = comp + c, mem + m
     if sh.moe is not None:
@@ -196,6 +196,11 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0, peak_attn=None)
         comp, mem = comp + c, mem + m
     mem = mem + n * sh.ew_bytes_tok / tp / bw + p["layer_overhead_s"]
     return comp, mem, attn
+
+
+def score_bytes(sh, b, T, tp):
+    """Bytes of one pass over the T x T attention scores of a micro-batch on one device."""
+    return b * (sh.h / tp) * T * T * sh.s
 
 
 def head_forward(sh, b, T, tp, p, peak, bw, xp):
@@ -232,6 +237,10 @@ def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp, peak_attn=None) -> Mic
     # backward = 2 x forward; full recompute reruns every layer's forward, selective the attention core
     comp = 3.0 * fwd_c + full * (L * lc / PP) + sel * (L * la / PP)
     mem = 3.0 * fwd_m + full * (L * lm / PP)
+    # unfused attention: its backward passes over the scores attn_score_passes_bwd times, not the
+    # 2 x forward the line above assumes (frameworks.py counts both)
+    fs, bs = p.get("attn_score_passes", 0.0), p.get("attn_score_passes_bwd", 0.0)
+    mem = mem + L / PP * (bs - 2.0 * fs) * score_bytes(sh, b, T, TP) / bw
     lk = links(hw, g.devices, xp)
     act_bytes = b * T * sh.d * sh.s
     n_ar = 4.0 + 2.0 * full  # Megatron: 2 all-reduces forward, 2 backward per layer

@@ -25,6 +25,7 @@ from llmbench.hardware import get_hardware
 from llmbench.point import Workload
 
 from .infer import predict_infer
+from .params import resolve_params
 from .project import DATASETS, epoch_time_s
 from .train import as_run, predict_train
 
@@ -257,17 +258,19 @@ def predict_row(row: dict, params: dict | None = None) -> float | None:
 
 
 def with_framework(row: dict, w: Workload, params: dict | None) -> dict | None:
-    """params with the overrides of the framework the row's source ran (frameworks.py) on the
-    row's hardware; params None: the shipped parameters of that hardware."""
-    from .frameworks import overlay
-    from .params import resolve_params
+    """params with the framework the row's source ran (frameworks.py): its fitted efficiency terms
+    (the fit's, params[pooled.FRAMEWORK_KEY]; params None: the shipped ones) and its mechanism
+    overrides, on the row's hardware; params None: the shipped parameters of that hardware."""
+    from . import frameworks as F
+    from .pooled import FRAMEWORK_KEY
 
-    over = overlay(row.get("source", ""))
-    if not over:
+    fw = F.framework_of(row.get("source", ""))
+    if fw is None:
         return params
+    terms = params.get(FRAMEWORK_KEY, {}) if params else F.shipped_terms()
     h = w.hardware
     base = (params or {}).get(h) or resolve_params(get_hardware(h))
-    return {**(params or {}), h: {**base, **over}}
+    return {**(params or {}), h: F.apply(base, fw, terms)}
 
 
 def _infer_metric(w: Workload, row: dict, params) -> float:
@@ -374,7 +377,9 @@ def pooled_fit():
     pts = fit_points()
     key = tuple(pt["id"] for pt in pts)
     if key not in _FITS:
-        lin = pooled.linearise(pts, predict_row)
+        from .frameworks import fitted_frameworks
+
+        lin = pooled.linearise(pts, predict_row, fitted_frameworks)
         _FITS.clear()
         _FITS[key] = (pts, lin, *pooled.folds(lin, pts, predict_row))
     return _FITS[key]
