@@ -124,3 +124,11 @@ def test_framework_is_stated_and_selects_its_mechanism(cli):
     assert 0.5 < old["tokens_per_s"] / fused["tokens_per_s"] < 0.8
     code, out, _ = cli(*args[:-1])
     assert code == 0 and "framework           fused" in out
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "not json", '{"params": [1]}', '{"params": {"compute_max": "x"}}'])
+def test_a_bad_profile_file_is_one_line(cli, tmp_path, content):
+    prof = tmp_path / "p.json"
+    prof.write_text(content)
+    code, _, err = cli(*TRAIN, "--profile", str(prof))
+    assert code == 2 and len(err.strip().splitlines()) == 1

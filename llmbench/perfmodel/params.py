@@ -76,10 +76,14 @@ RESIDUALS_FILE = "loso_residuals.json"
 
 
 def read_profile(path: Path) -> dict:
+    """A profile's content; ValueError (one line) for a file that is not a profile's JSON object."""
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
-        raise ValueError(f"{path}: not a valid profile (JSON)") from None
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("params", {}), dict):
+        raise ValueError(f"{path}: not a valid profile (a JSON object with \"params\")")
+    return data
 
 
 def _candidates(d: Path, name: str) -> list[Path]:
