@@ -1,6 +1,7 @@
 """Calibration: fit a hardware's efficiency parameters by least squares on log error.
 
     llmbench calibrate --published              # the pooled fit on published_v2.csv (pooled.py)
+    llmbench calibrate --published --write-shipped   # ... as the shipped profiles (make profiles)
     llmbench calibrate --hardware a100-80gb --from results.csv|results.db
 
 `calibrate_published` writes the fitted profiles to the user's profile folder

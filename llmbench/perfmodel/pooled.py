@@ -9,7 +9,8 @@ profile) in log space by
     delta[h, k] = a[k] + b[kind(h), k] + c[h, k]
 
 a shared part (all accelerators), a part per kind (gpu, hpu, tpu, wafer, ...) and a part per
-hardware, each shrunk towards 0 by a ridge prior (SIGMA): a hardware with few rows keeps close to
+hardware (and, for rows whose source states a framework, a part per framework: built, off by
+default, frameworks.FIT_FRAMEWORK_TERMS), each shrunk towards 0 by a ridge prior (SIGMA): a hardware with few rows keeps close to
 its kind, one without rows (or whose only source is left out) takes its kind's fit. That is what
 lets an efficiency transfer to a system the fit never saw.
 
