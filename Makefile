@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 REPRODUCE_ARGS ?= --quick
 
-.PHONY: setup reproduce test test-fast bench clean
+.PHONY: setup reproduce test test-fast bench clean profiles
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ setup: $(VENV)/.installed
 
 reproduce: setup
 	$(BIN)/llmbench reproduce $(REPRODUCE_ARGS)
+
+# the shipped calibration: the pooled fit on llmbench/reference/published_v2.csv and every row's
+# leave-one-source-out error (llmbench/perfmodel/profiles/); rerun after editing published_v2.csv
+profiles: setup
+	$(BIN)/llmbench calibrate --published --write-shipped
 
 test: setup
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --durations=10

@@ -1,6 +1,7 @@
 """Calibration: fit a hardware's efficiency parameters by least squares on log error.
 
     llmbench calibrate --published              # the pooled fit on published_v2.csv (pooled.py)
+    llmbench calibrate --published --write-shipped   # ... as the shipped profiles (make profiles)
     llmbench calibrate --hardware a100-80gb --from results.csv|results.db
 
 `calibrate_published` writes the fitted profiles to the user's profile folder
@@ -28,7 +29,8 @@ from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 from llmbench.point import Workload
 
-from .params import PROFILE_DIR, load_profile, resolve_params
+from .frameworks import TERMS_FILE
+from .params import PROFILE_DIR, RESIDUALS_FILE, load_profile, resolve_params
 
 #: parameters calibration may move, most influential first; bounds in natural units
 FIT_CANDIDATES = {
@@ -188,43 +190,120 @@ def profile_dir(ship: bool = False) -> Path:
 def calibrate_published(write: bool = True, only: str | None = None, ship: bool = False) -> list[dict]:
     """The pooled fit (pooled.py) on every published_v2.csv row, one profile per hardware with rows
     (or `only` one); the error columns are the in-sample and the leave-one-source-out errors of that
-    hardware's rows. write: save each profile to profile_dir(ship) (report["written"]); ship=True:
-    the shipped ones, from a checkout only."""
+    hardware's rows. write: save each profile to profile_dir(ship) (report["written"]) and, beside
+    them, every row's leave-one-source-out error (RESIDUALS_FILE: the bands `predict` prints);
+    ship=True: the shipped ones, from a checkout only, and stale shipped profiles removed."""
     from . import pooled
     from .validate import pooled_fit
 
     folder = profile_dir(ship) if write else None
     pts, lin, fitted, by_source = pooled_fit()
+    loso = loso_errors(pts, lin, by_source)
     reports = []
     for hw_name in sorted(lin.priors):
         if only and hw_name != only:
             continue
         mine = [pt for pt in pts if pt["system"] == hw_name]
+        errs = [abs(loso[pt["id"]]) for pt in mine if loso.get(pt["id"]) is not None]
         rep = {"hardware": hw_name, "points": len(mine), "point_ids": [pt["id"] for pt in mine],
+               "sources": sorted({pt["source"] for pt in mine}),
                "status": "pooled fit (shared + kind + hardware)",
                "fitted": sorted(fitted[hw_name]), "params": fitted[hw_name], "inherited_from": None,
                "fit_mean_abs_error": _mean_err(mine, pooled.full(lin, fitted)),
-               "loo_mean_abs_error": _mean_err(mine, None, lin, by_source)}
+               "loo_mean_abs_error": float(np.mean(errs)) if errs else None,
+               "loso_median_abs_error": float(np.median(errs)) if errs else None}
         if write:
             path = folder / f"{hw_name}.json"
-            write_profile(path, rep, "llmbench calibrate --published "
-                          "(llmbench/reference/published_v2.csv, pooled fit)", make_folder=not ship)
+            write_profile(path, rep, SHIPPED_SOURCE, make_folder=not ship)
             rep["written"] = str(path)
         reports.append(rep)
+    if write and not only:
+        reports.append({"residuals": write_residuals(folder / RESIDUALS_FILE, pts, loso, make_folder=not ship)})
+        reports.append({"frameworks": write_frameworks(folder / TERMS_FILE, lin, fitted, make_folder=not ship)})
+        if ship:
+            _remove_stale(folder, {r["hardware"] for r in reports if "hardware" in r})
     load_profile.cache_clear()
     return reports
 
 
-def _mean_err(points, params, lin=None, by_source=None) -> float | None:
-    """Mean |error| of points under params, or (by_source) each under its source's held-out fit."""
+#: the `source` of a profile written by calibrate --published
+SHIPPED_SOURCE = "llmbench calibrate --published (llmbench/reference/published_v2.csv, pooled fit)"
+
+
+def loso_errors(points, lin, by_source) -> dict:
+    """{row id: relative error (predicted / published - 1) under the fit without the row's source}."""
     from . import pooled
+    from .validate import error, predict_row
+
+    out = {}
+    for pt in points:
+        try:
+            v = predict_row(pt, pooled.full(lin, by_source[pt["source"]]))
+        except (ValueError, KeyError):
+            v = None
+        out[pt["id"]] = float(error(v, *pt["range"])) if v is not None and math.isfinite(v) else None
+    return out
+
+
+#: metrics that are a rate (their error is a throughput error) and a time (its inverse); the rest
+#: (ratios, device counts, memory) say nothing about a throughput band and get none
+RATE_METRICS = ("samples_per_s", "tokens_per_s", "achieved_tflops", "mfu", "decode_tokens_per_s_per_seq")
+TIME_METRICS = ("epoch_time_s", "epoch_time_h", "time_to_first_token_s", "latency_s_p50")
+
+
+def rate_error(metric: str, e: float) -> float | None:
+    """A row's error as a throughput error: predicted rate / true rate - 1 (None: not a rate)."""
+    if metric in RATE_METRICS:
+        return e
+    return 1.0 / (1.0 + e) - 1.0 if metric in TIME_METRICS and e > -1.0 else None
+
+
+def write_residuals(path: Path, points, loso: dict, make_folder: bool = False) -> str:
+    """Write every fitted row's leave-one-source-out error with what a band selects rows by."""
+    rows = [{"id": pt["id"], "hardware": pt["system"], "kind": get_hardware(pt["system"]).kind,
+             "task": pt["task"], "metric": pt["metric"], "source": pt["source"], "loso_error": loso[pt["id"]],
+             "rate_error": rate_error(pt["metric"], loso[pt["id"]])}
+            for pt in points if loso.get(pt["id"]) is not None]
+    _write_json(Path(path), {"source": SHIPPED_SOURCE,
+                             "loso_error": "predicted / published - 1 of the row's metric, its source left out of the fit",
+                             "rate_error": "the same as a throughput error (time metrics inverted; null: not a rate)",
+                             "rows": rows}, make_folder)
+    return str(path)
+
+
+def write_frameworks(path: Path, lin, fitted: dict, make_folder: bool = False) -> str:
+    """Write the fit's framework terms ({framework: {param: log factor}}, --framework) with the
+    rows and sources each was fitted on."""
+    from .pooled import FRAMEWORK_KEY
+
+    rows: dict = {}
+    for fw, src in zip(lin.frameworks, lin.sources):
+        if fw:
+            rows.setdefault(fw, {}).setdefault(src, 0)
+            rows[fw][src] += 1
+    _write_json(Path(path), {"source": SHIPPED_SOURCE, "term": "log factor on each efficiency parameter of "
+                             "a hardware's profile for rows of that framework (pooled.py)",
+                             "frameworks": fitted.get(FRAMEWORK_KEY, {}),
+                             "rows": {fw: sum(v.values()) for fw, v in rows.items()},
+                             "sources": {fw: sorted(v) for fw, v in rows.items()}}, make_folder)
+    return str(path)
+
+
+def _remove_stale(folder: Path, keep: set) -> None:
+    """Shipped profiles of hardware the fit no longer covers would still be read: remove them."""
+    for f in folder.glob("*.json"):
+        if f.name not in (RESIDUALS_FILE, TERMS_FILE) and f.stem not in keep:
+            f.unlink()
+
+
+def _mean_err(points, params) -> float | None:
+    """Mean |error| of points under params."""
     from .validate import error, predict_row
 
     errs = []
     for pt in points:
-        p = params if by_source is None else pooled.full(lin, by_source[pt["source"]])
         try:
-            v = predict_row(pt, p)
+            v = predict_row(pt, params)
         except ValueError:
             continue
         if v is not None and math.isfinite(v):
@@ -238,9 +317,13 @@ def write_profile(path: Path, rep: dict, source: str, make_folder: bool = False)
     data = {"hardware": rep["hardware"], "params": rep["params"], "fitted": rep["fitted"],
             "inherited_from": rep.get("inherited_from"),
             "status": rep["status"], "points": rep["points"], "point_ids": rep["point_ids"],
-            "fit_mean_abs_error": rep["fit_mean_abs_error"],
-            "loo_mean_abs_error": rep["loo_mean_abs_error"], "source": source}
-    path = Path(path)
+            "sources": rep.get("sources", []), "fit_mean_abs_error": rep["fit_mean_abs_error"],
+            "loo_mean_abs_error": rep["loo_mean_abs_error"],
+            "loso_median_abs_error": rep.get("loso_median_abs_error"), "source": source}
+    _write_json(Path(path), data, make_folder, "profile")
+
+
+def _write_json(path: Path, data: dict, make_folder: bool, what: str = "file") -> None:
     tmp = None
     try:
         if make_folder:
@@ -252,7 +335,7 @@ def write_profile(path: Path, rep: dict, source: str, make_folder: bool = False)
     except OSError as e:
         if tmp:
             Path(tmp).unlink(missing_ok=True)
-        raise BadInput(f"cannot write the profile {path}: {e.strerror or e}") from None
+        raise BadInput(f"cannot write the {what} {path}: {e.strerror or e}") from None
 
 
 # ---------------------------------------------------------------- user points

@@ -15,6 +15,7 @@ from __future__ import annotations
 from llmbench._cliutil import add_db, add_fields, add_json, emit_json, float_in, int_in, pairs, values
 from llmbench.errors import BadInput
 from llmbench.perfmodel.plan import OBJECTIVES, layout_text
+from llmbench.perfmodel.provenance import band_text, calibration_text
 from llmbench.point import LAYOUT_FIELDS, Layout, Workload
 from llmbench.units import fmt_bytes, fmt_frac, fmt_time
 
@@ -28,6 +29,7 @@ def register(cli) -> None:
     g = cli.group("predict", "Predict training or inference speed on any catalog hardware (analytical model).")
     p = g.command("train", predict_train_cmd)
     add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "batch", "seq_len"))
+    add_calibration(p, memory=True)
     add_json(p)
     add_db(p, DB_HELP)
     p = g.command("infer", predict_infer_cmd)
@@ -35,10 +37,12 @@ def register(cli) -> None:
                defaults={"seq_len": 128, "gen_len": 128},
                help={"batch": "concurrent requests", "seq_len": "prompt tokens per request"},
                aliases={"seq_len": ["--prompt-len"]})
+    add_calibration(p, memory=False)
     add_json(p)
     add_db(p, DB_HELP)
     p = cli.command("project", project_cmd)
     add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "batch", "seq_len"))
+    add_calibration(p, memory=True)
     p.add_argument("--dataset", required=True, help="pile | owt | sst2 | a number of tokens")
     p.add_argument("--epochs", type=float_in(low=1e-9, name="epochs"), default=1.0, help="epochs (default 1)")
     add_json(p)
@@ -48,6 +52,9 @@ def register(cli) -> None:
     p.add_argument("--from", dest="source", help="CSV/JSON of result rows or a results SQLite DB")
     p.add_argument("--out", help="profile to write (with --from; default llmbench-profile-<hw>.json)")
     p.add_argument("--dry-run", action="store_true", help="fit and report, write nothing")
+    p.add_argument("--write-shipped", action="store_true",
+                   help="with --published: rewrite the shipped profiles and their leave-one-source-out "
+                        "residuals (llmbench/perfmodel/profiles/; a source checkout only): `make profiles`")
     add_json(p)
     add_json(cli.command("validate", validate_cmd))
     p = cli.command("plan", plan_cmd)
@@ -57,6 +64,7 @@ def register(cli) -> None:
                    help="time: fastest step; devices: fewest devices, then fastest; energy: fewest J per token "
                         "(power_w); cost: fewest USD per token (price_per_device_hour_usd) (default time)")
     p.add_argument("--top", type=int_in(1, 1000, "top"), default=10, help="layouts shown (default 10)")
+    add_calibration(p, memory=True)
     add_json(p)
     add_db(p, DB_HELP + " (the best layout)")
 
@@ -76,6 +84,99 @@ def _record(a, pred, command: str) -> None:
                    environment={"command": command, "tool": "llmbench perfmodel"})
 
 
+def add_calibration(p, memory: bool) -> None:
+    """--profile FILE (a profile calibrate wrote, any name) and, for training, --memory-fraction."""
+    p.add_argument("--profile", metavar="FILE",
+                   help="a calibrated profile (llmbench calibrate --out FILE) instead of the one found in "
+                        "$LLMBENCH_PROFILES, $LLMBENCH_HOME/profiles, then the shipped ones")
+    if memory:
+        from llmbench.perfmodel.frameworks import CHOICES, DEFAULT
+
+        p.add_argument("--framework", choices=CHOICES, default=DEFAULT,
+                       help=f"the training stack's mechanisms (default {DEFAULT}: a fused attention, every "
+                            "current framework; megatron-2021: unfused, as Megatron-LM in arXiv:2104.04473)")
+        p.add_argument("--memory-fraction", type=float_in(0.05, 1.0, "memory-fraction"), default=None,
+                       help="share of device memory a layout may fill (default: GPUs/HPUs/TPUs capacity - "
+                            "max(2 GiB, 5%%) for CUDA context, NCCL buffers and fragmentation; wafer, RDU, "
+                            "IPU: all of it, compiler-placed)")
+
+
+def run_params(a, hw) -> dict | None:
+    """The parameters --profile and --memory-fraction ask for (None: the profile found by name)."""
+    from llmbench.perfmodel.params import read_profile, resolve_params
+
+    over = {}
+    if getattr(a, "profile", None):
+        try:
+            prof = read_profile(a.profile)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
+        if prof.get("hardware") not in (None, hw.name):
+            raise BadInput(f"--profile {a.profile} calibrates {prof['hardware']}, not {hw.name}")
+        over.update(prof.get("params", {}))
+    if getattr(a, "memory_fraction", None):
+        over["memory_fraction"] = a.memory_fraction
+    from llmbench.perfmodel.frameworks import FRAMEWORKS
+
+    over.update(FRAMEWORKS.get(getattr(a, "framework", None) or "", {}))
+    if not over:
+        return None
+    return resolve_params(hw, override=over, use_profile=not getattr(a, "profile", None))
+
+
+def calibration_of(a, pred) -> dict:
+    """The calibration block (provenance.py) of one prediction."""
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.provenance import calibration
+
+    hw = get_hardware(pred.workload.hardware)
+    return calibration(hw.name, hw.kind, pred.workload.suite, pred.tokens_per_s, getattr(a, "profile", None))
+
+
+MFU_CONVENTION = ("model FLOPs (3 x forward: the dense 6N per token plus attention over the full T x T "
+                  "square, Megatron arXiv:2104.04473 Eq. 3; recomputation not counted) / (step time x devices "
+                  "x the precision's dense peak); mfu_causal counts half the square (causal, as FlashAttention "
+                  "executes it)")
+
+
+def mfu_causal(pred) -> float | None:
+    """MFU with only the causal half of the attention square counted (models.counting)."""
+    from llmbench.models.counting import training_flops
+
+    if pred.mfu is None:
+        return None
+    w = pred.workload
+    spec = w.spec()
+    full = training_flops(spec, 1, w.seq_len)["model"]
+    return pred.mfu * training_flops(spec, 1, w.seq_len, causal_discount=True)["model"] / full
+
+
+def memory_share(pred) -> str:
+    """'66.0 GiB, 82.5% of 80.0 GiB (under the reserve: capacity - max(2 GiB, 5%))'."""
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.memory import hierarchy
+    from llmbench.perfmodel.reserve import default_rule
+
+    hw = get_hardware(pred.workload.hardware)
+    cap = float(hierarchy(hw).resident.capacity_bytes)
+    return f"{pred.peak_mem_bytes / cap:.1%} of {fmt_bytes(cap)}; reserve: {default_rule(hw.kind)}"
+
+
+def with_provenance(a, pred) -> dict:
+    """pred.to_dict() with its calibration block and, for training, the MFU convention."""
+    d = {**pred.to_dict(), "calibration": calibration_of(a, pred)}
+    if pred.workload.suite != "infer":
+        d.update(mfu_causal=mfu_causal(pred), mfu_convention=MFU_CONVENTION, framework=framework_text(a))
+    return d
+
+
+def framework_text(a) -> str:
+    from llmbench.perfmodel.frameworks import DEFAULT, DESCRIBE
+
+    fw = getattr(a, "framework", None) or DEFAULT
+    return f"{fw}: {DESCRIBE[fw]}"
+
+
 def workload(a, suite: str) -> Workload:
     """The Workload the parsed options describe."""
     names = TRAIN_FIELDS if suite == "train" else INFER_FIELDS
@@ -90,11 +191,12 @@ def _train(a):
     from llmbench.perfmodel.predict import predict
 
     w = workload(a, "train")
-    pred = predict(w)
+    hw = get_hardware(w.hardware) if w.hardware else None
+    params = run_params(a, hw) if hw else None
+    pred = predict(w, params)
     if not pred.fits:  # every knob given and it does not fit: say on how few devices it would
-        hw = get_hardware(w.hardware)
         raise BadInput(refusal(pred.workload.spec(), hw, w.with_(precision=pred.workload.precision,
-                                                                  devices=pred.devices), None, 1))
+                                                                  devices=pred.devices), params, 1))
     return pred
 
 
@@ -115,16 +217,18 @@ def predict_train_cmd(a) -> None:
     pred = _train(a)
     _record(a, pred, "llmbench predict train")
     if a.json:
-        return emit_json(pred.to_dict())
-    d, w = pred.metrics(), pred.workload
+        return emit_json(with_provenance(a, pred))
+    d, w, cal = pred.metrics(), pred.workload, calibration_of(a, pred)
     nd = 1 if d["achieved_tflops"] >= 1 else 4
     rows = [("prediction", f"train {w.model} on {w.devices} x {w.hardware}, batch {w.batch} x {w.seq_len}, "
                            f"{w.precision}"),
             ("layout", layout_text(w)), ("step time", fmt_time(d["step_time_s"])),
-            ("tokens/s", f"{d['tokens_per_s']:,.0f}"), ("samples/s", f"{d['samples_per_s']:,.2f}"),
+            ("tokens/s", f"{d['tokens_per_s']:,.0f} {band_text(cal)}"), ("samples/s", f"{d['samples_per_s']:,.2f}"),
             ("TFLOP/s per device", f"{d['achieved_tflops']:,.{nd}f} model, {d['executed_tflops']:,.{nd}f} executed"),
-            ("MFU", fmt_frac(d["mfu"])), ("bound", d["bound"]),
-            ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)}){lower_tiers(d)}")]
+            ("MFU", f"{fmt_frac(d['mfu'])} (full T x T attention counted; causal half: {fmt_frac(mfu_causal(pred))})"),
+            ("bound", d["bound"]),
+            ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)}){lower_tiers(d)}"),
+            ("", memory_share(pred)), ("calibration", calibration_text(cal)), ("framework", framework_text(a))]
     rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
     pairs(rows)
 
@@ -133,25 +237,28 @@ def predict_infer_cmd(a) -> None:
     """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache."""
     from llmbench.perfmodel.predict import predict
 
+    from llmbench.hardware import get_hardware
+
     w = workload(a, "infer")
-    pred = predict(w)
+    pred = predict(w, run_params(a, get_hardware(w.hardware)) if w.hardware else None)
     if not pred.fits:
         raise BadInput(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
                        f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
                        "or use a smaller batch")
     _record(a, pred, "llmbench predict infer")
     if a.json:
-        return emit_json(pred.to_dict())
-    d, w = pred.metrics(), pred.workload
+        return emit_json(with_provenance(a, pred))
+    d, w, cal = pred.metrics(), pred.workload, calibration_of(a, pred)
     rows = [("prediction", f"infer {w.model} on {w.devices} x {w.hardware}, batch {w.batch}, "
                            f"prompt {w.seq_len}, gen {w.gen_len}, {w.precision}"),
             ("layout", layout_text(w)), ("TTFT", fmt_time(d["time_to_first_token_s"])),
             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
-            ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", fmt_time(d["latency_s_p50"])),
+            ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f} {band_text(cal)}"),
+            ("latency", fmt_time(d["latency_s_p50"])),
             ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})")]
     if d["max_batch_x_context"] is not None:
         rows.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
-    pairs(rows)
+    pairs(rows + [("calibration", calibration_text(cal))])
 
 
 def project_cmd(a) -> None:
@@ -161,15 +268,22 @@ def project_cmd(a) -> None:
     ds = get_dataset(a.dataset)
     pred = _train(a)
     out = project(ds, pred, epochs=a.epochs)
+    cal = calibration_of(a, pred)
+    if cal["tokens_per_s_low"]:  # the band of the throughput, as hours (slow end: most hours)
+        out.update(hours_low=out["hours"] * pred.tokens_per_s / cal["tokens_per_s_high"],
+                   hours_high=out["hours"] * pred.tokens_per_s / cal["tokens_per_s_low"])
+    out["prediction"] = with_provenance(a, pred)
     if a.json:
-        return emit_json({"workload": pred.workload.to_dict(), **out})
+        return emit_json({"workload": pred.workload.to_dict(), **out, "calibration": cal})
     size = f"{ds.tokens:,.0f} tokens" if ds.tokens else f"{ds.samples:,.0f} samples"
     pairs([("data set", f"{ds.name} ({size}) x {a.epochs:g} epoch(s)"), ("source", ds.source),
            ("layout", layout_text(pred.workload)),
            ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
                           f"({pred.mode}, bound {pred.bound})"),
-           ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"),
-           ("device-hours", f"{out['device_hours']:,.1f}")])
+           ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"
+                    + (f" ({out['hours_low']:,.0f}-{out['hours_high']:,.0f} h, {band_text(cal).split(', ', 1)[1]}"
+                       if "hours_low" in out else "")),
+           ("device-hours", f"{out['device_hours']:,.1f}"), ("calibration", calibration_text(cal))])
 
 
 def calibrate_cmd(a) -> None:
@@ -178,8 +292,10 @@ def calibrate_cmd(a) -> None:
 
     if a.published == bool(a.source):
         raise ValueError("give exactly one of --published or --from FILE")
+    if a.write_shipped and (not a.published or a.dry_run or a.hardware):
+        raise ValueError("--write-shipped rewrites every shipped profile: use it with --published alone")
     if a.published:
-        reports = cal.calibrate_published(write=not a.dry_run, only=a.hardware)
+        reports = cal.calibrate_published(write=not a.dry_run, only=a.hardware, ship=a.write_shipped)
         if a.hardware and not reports:
             raise ValueError(f"no published points for hardware {a.hardware!r}")
     else:
@@ -194,6 +310,12 @@ def calibrate_cmd(a) -> None:
     if a.json:
         return emit_json(reports)
     for r in reports:
+        if "residuals" in r:
+            print(f"wrote {r['residuals']} (every row's leave-one-source-out error: the bands predict prints)")
+            continue
+        if "frameworks" in r:
+            print(f"wrote {r['frameworks']} (the fitted framework terms: --framework)")
+            continue
         loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
         fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"
         kind = ("held-out error" if r.get("inherited_from") else "fit error" if r["fitted"] else "prior error")
@@ -205,7 +327,9 @@ def calibrate_cmd(a) -> None:
             more = f" (+{len(r['skipped']) - 3} more, --json lists all)" if len(r["skipped"]) > 3 else ""
             print(f"  skipped {len(r['skipped'])} rows: {first}{more}")
         if r.get("written"):
-            print(f"  wrote {r['written']} (use it with LLMBENCH_PROFILES=<its folder>)")
+            hint = "" if a.published else (f" (use it with --profile {r['written']}, or "
+                                            "LLMBENCH_PROFILES=<that file or its folder>)")
+            print(f"  wrote {r['written']}{hint}")
 
 
 def validate_cmd(a) -> None:
@@ -252,11 +376,15 @@ def plan_cmd(a) -> None:
     searched among those that fit and ranked by --objective; knobs you give constrain the search."""
     from llmbench.perfmodel.train import plan_report
 
-    res = plan_report(workload(a, "train"), a.objective, a.top)
+    from llmbench.hardware import get_hardware
+
+    w0 = workload(a, "train")
+    res = plan_report(w0, a.objective, a.top, params=run_params(a, get_hardware(w0.hardware)) if w0.hardware else None)
     if res["layouts"]:
         _record(a, res["layouts"][0], f"llmbench plan --objective {a.objective}")
+    cal = calibration_of(a, res["layouts"][0])
     if a.json:
-        return emit_json(res)
+        return emit_json({**res, "calibration": cal, "framework": framework_text(a), "mfu_convention": MFU_CONVENTION})
     w = res["workload"]
     print(f"plan: train {w['model']} on {w['devices']} x {w['hardware']}, batch {w['batch']} x {w['seq_len']}, "
           f"{w['precision']}; {res['fitting']:,} of {res['searched']:,} layouts fit; ranked by {res['objective']} "
@@ -280,7 +408,11 @@ def plan_cmd(a) -> None:
             row.append("unknown" if d[key] is None else f"{d[key] * scale:.3g}")
         rows.append(row)
     text_table(cols, rows)
-    print(f"memory: {res['memory_rule']}")
+    print(f"memory: {res['memory_rule']}; #1 {memory_share(res['layouts'][0])}")
+    print(f"#1 tokens/s {res['layouts'][0].tokens_per_s:,.0f} {band_text(cal)}")
+    print(f"calibration: {calibration_text(cal)}")
+    print(f"framework: {framework_text(a)}")
+    print("MFU: full T x T attention counted (--json: mfu_causal, mfu_convention)")
 
 
 def text_table(cols, rows) -> None:

@@ -31,6 +31,12 @@ PARAMS: dict[str, tuple[float, str]] = {
     "lowp_gemm": (0.7, "fp8/fp4: share of the low-precision peak's gain over bf16 that GEMMs realise "
                        "(scaling, casts, amax history: Transformer Engine); attention and the LM head "
                        "run at the bf16 peak (step.gemm_peak)"),
+    "attn_score_passes": (0.0, "passes over the T x T attention scores in memory per forward: 0 for a fused "
+                               "attention (FlashAttention); an unfused one (Megatron-LM 2021): 6.5 "
+                               "(perfmodel/frameworks.py counts them)"),
+    "attn_score_passes_bwd": (0.0, "the same in the backward: 0 fused; Megatron-LM 2021: 9.5 (frameworks.py)"),
+    "memory_fraction": (0.0, "share of the resident memory a training layout may fill; 0: the kind's "
+                             "default reserve (reserve.py: GPUs capacity - max(2 GiB, 5%))"),
     "optimizer_bytes_per_s": (0.0, "bandwidth of the optimizer update when it runs off-device "
                                    "(MemoryX); 0 = 4x the streaming link"),
 }
@@ -54,8 +60,9 @@ def defaults(kind: str = "gpu") -> dict[str, float]:
 
 
 def profile_dirs() -> list[Path]:
-    """Where profiles are read, first match wins: $LLMBENCH_PROFILES, else $LLMBENCH_HOME/profiles
-    (where `llmbench calibrate --published` writes), then the shipped profiles/."""
+    """Where profiles are read, first match wins: $LLMBENCH_PROFILES (a folder, or one profile
+    file), else $LLMBENCH_HOME/profiles (where `llmbench calibrate --published` writes), then the
+    shipped profiles/."""
     user = os.environ.get("LLMBENCH_PROFILES")
     if user:
         return [Path(user).expanduser(), PROFILE_DIR]
@@ -88,25 +95,65 @@ def check_profile(data, path) -> dict:
     return data
 
 
-@lru_cache(maxsize=64)
-def load_profile(name: str) -> dict:
-    """The calibrated profile of one hardware ({} when none exists): profile_dirs() in order. A file
-    that is not a regular file of at most 1 MB of JSON holding a valid profile is a BadInput."""
+#: every row's leave-one-source-out error, written beside the profiles by calibrate --published
+RESIDUALS_FILE = "loso_residuals.json"
+
+
+def read_profile(path: Path) -> dict:
+    """A profile's content: a regular file of at most 1 MB of JSON holding a valid profile
+    (check_profile); else BadInput (a ValueError), one line naming the file."""
     from llmbench._files import read_small_text
-    from llmbench.errors import BadInput, check_name
+    from llmbench.errors import BadInput
+
+    try:
+        data = json.loads(read_small_text(path, "profile"))
+    except BadInput:
+        raise
+    except ValueError:
+        raise BadInput(f"profile {path}: not valid JSON") from None
+    return check_profile(data, path)
+
+
+def _candidates(d: Path, name: str) -> list[Path]:
+    """`name`.json in folder d, then any other profile there whose "hardware" is `name` (what
+    calibrate --out FILE writes under any file name); d itself when it is a file."""
+    if d.is_file():
+        return [d]
+    first = d / f"{name}.json"
+    rest = sorted(p for p in d.glob("*.json") if p != first and p.name not in (RESIDUALS_FILE, "frameworks.json")) if d.is_dir() else []
+    return ([first] if first.exists() else []) + rest
+
+
+@lru_cache(maxsize=64)
+def find_profile(name: str) -> tuple[str | None, dict]:
+    """(path, content) of the calibrated profile of one hardware ((None, {}) when none exists):
+    profile_dirs() in order. `name` is a name ('../evil' is a BadInput: it never reaches a path)."""
+    from llmbench.errors import check_name
 
     check_name(name, "hardware name")
     for d in profile_dirs():
-        path = d / f"{name}.json"
-        if os.path.lexists(path):
-            try:
-                data = json.loads(read_small_text(path, "profile"))
-            except ValueError as e:
-                if isinstance(e, BadInput):
-                    raise
-                raise BadInput(f"profile {path}: not valid JSON") from None
-            return check_profile(data, path)
-    return {}
+        for path in _candidates(d, name):
+            data = read_profile(path)
+            if path.name == f"{name}.json" or data.get("hardware") == name:
+                return str(path), data
+    return None, {}
+
+
+def load_profile(name: str) -> dict:
+    """The calibrated profile of one hardware ({} when none exists): profile_dirs() in order."""
+    return find_profile(name)[1]
+
+
+load_profile.cache_clear = find_profile.cache_clear  # callers clear the one cache
+
+
+def origin_of(path: str | None) -> str:
+    """'shipped' | 'user file' ($LLMBENCH_PROFILES) | '$LLMBENCH_HOME' | 'uncalibrated priors'."""
+    if path is None:
+        return "uncalibrated priors"
+    if Path(path).parent == PROFILE_DIR:
+        return "shipped"
+    return "user file" if os.environ.get("LLMBENCH_PROFILES") else "$LLMBENCH_HOME"
 
 
 def resolve_params(hw, override: dict | None = None, use_profile: bool = True) -> dict[str, float]:

@@ -9,7 +9,8 @@ profile) in log space by
     delta[h, k] = a[k] + b[kind(h), k] + c[h, k]
 
 a shared part (all accelerators), a part per kind (gpu, hpu, tpu, wafer, ...) and a part per
-hardware, each shrunk towards 0 by a ridge prior (SIGMA): a hardware with few rows keeps close to
+hardware (and, for rows whose source states a framework, a part per framework: built, off by
+default, frameworks.FIT_FRAMEWORK_TERMS), each shrunk towards 0 by a ridge prior (SIGMA): a hardware with few rows keeps close to
 its kind, one without rows (or whose only source is left out) takes its kind's fit. That is what
 lets an efficiency transfer to a system the fit never saw.
 
@@ -63,6 +64,8 @@ class Linear:
     """d log prediction / d log parameter (rows x len(SIGMA))"""
     priors: dict
     """hardware -> prior parameter dict"""
+    frameworks: tuple = ()
+    """each row's framework (frameworks.framework_of its source; None: not stated), or () for none"""
 
 
 def priors_of(names) -> dict:
@@ -77,8 +80,9 @@ def log_error(pred, lo, hi) -> float | None:
     return math.log(pred / ref)
 
 
-def linearise(points, predict) -> Linear:
-    """points: {"id", "source", "system", "range"} rows with one hardware each; predict(pt, params)."""
+def linearise(points, predict, frameworks=None) -> Linear:
+    """points: {"id", "source", "system", "range"} rows with one hardware each; predict(pt, params);
+    frameworks(rows kept) -> each row's framework term or None (frameworks.fitted_frameworks)."""
     names = list(SIGMA)
     pri = priors_of(pt["system"] for pt in points)
     keep, r0, J = [], [], []
@@ -100,7 +104,7 @@ def linearise(points, predict) -> Linear:
         J.append(row)
     return Linear(ids=[p["id"] for p in keep], sources=[p["source"] for p in keep],
                   hardware=[p["system"] for p in keep], r0=np.array(r0), J=np.array(J).reshape(len(keep), len(names)),
-                  priors=pri)
+                  priors=pri, frameworks=tuple(frameworks(keep)) if frameworks else ())
 
 
 def _safe(predict, pt, params):
@@ -111,13 +115,19 @@ def _safe(predict, pt, params):
 
 
 def _columns(lin: Linear, hws: list[str]):
-    """Design matrix columns: shared a[k], per kind b[kind, k], per hardware c[h, k]."""
+    """Design matrix columns: shared a[k], per kind b[kind, k], per hardware c[h, k], per
+    framework f["fw:" name, k] (the rows whose source states one)."""
     names = list(SIGMA)
     kinds = sorted({get_hardware(h).kind for h in hws})
-    cols = [("all", k) for k in names] + [(kd, k) for kd in kinds for k in names] + [(h, k) for h in hws for k in names]
-    sig = [SIGMA[k] for k in names] + [SIGMA[k] / 2 for _ in kinds for k in names] + \
-        [SIGMA[k] / 2 for _ in hws for k in names]
+    fws = framework_keys(lin)
+    groups = kinds + hws + fws
+    cols = [("all", k) for k in names] + [(g, k) for g in groups for k in names]
+    sig = [SIGMA[k] for k in names] + [SIGMA[k] / 2 for _ in groups for k in names]
     return cols, np.array(sig)
+
+
+def framework_keys(lin: Linear) -> list[str]:
+    return sorted({f"fw:{f}" for f in lin.frameworks if f})
 
 
 def design(lin: Linear):
@@ -127,11 +137,12 @@ def design(lin: Linear):
     cols, sig = _columns(lin, hws)
     index = {c: j for j, c in enumerate(cols)}
     X = np.zeros((len(lin.r0), len(cols)))
+    fws = lin.frameworks or (None,) * len(lin.hardware)
     for i, h in enumerate(lin.hardware):
-        kd = get_hardware(h).kind
+        groups = ("all", get_hardware(h).kind, h) + ((f"fw:{fws[i]}",) if fws[i] else ())
         for j, k in enumerate(names):
-            for key in (("all", k), (kd, k), (h, k)):
-                X[i, index[key]] = lin.J[i, j]
+            for g in groups:
+                X[i, index[(g, k)]] = lin.J[i, j]
     return X, index, sig
 
 
@@ -165,12 +176,23 @@ def _params(lin: Linear, hws, index, theta) -> dict:
             lo, hi = BOUNDS[k]
             p[k] = float(min(max(lin.priors[h][k] * math.exp(d), lo), hi))
         out[h] = p
+    fw = {g[3:]: {k: float(theta[index[(g, k)]]) for k in SIGMA} for g in framework_keys(lin)}
+    if fw:
+        out[FRAMEWORK_KEY] = fw
     return out
 
 
+#: the key of a fit's framework terms: {framework: {param: log factor}} (frameworks.apply)
+FRAMEWORK_KEY = "__frameworks__"
+
+
 def full(lin: Linear, fitted: dict) -> dict:
-    """{hardware: prior <- fitted} for every hardware of the linearisation (what predict_row takes)."""
-    return {h: {**lin.priors[h], **fitted.get(h, {})} for h in lin.priors}
+    """{hardware: prior <- fitted} for every hardware of the linearisation (what predict_row
+    takes), with the fit's framework terms (FRAMEWORK_KEY) when it has any."""
+    out = {h: {**lin.priors[h], **fitted.get(h, {})} for h in lin.priors}
+    if FRAMEWORK_KEY in fitted:
+        out[FRAMEWORK_KEY] = fitted[FRAMEWORK_KEY]
+    return out
 
 
 def fit(lin: Linear, mask, points=None, predict=None, steps: int = CHORD_STEPS) -> dict:

@@ -10,7 +10,7 @@ live). docs/predict.md gives every equation and its source.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -22,6 +22,7 @@ from llmbench.grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
 from .memory import hierarchy, memory_use, swarm_depth
 from .moe import ep_time_s, mlp_forward
 from .params import gemm_efficiency
+from .reserve import usable_bytes
 from .shapes import params_per_device, shape
 
 OPT_BYTES_PER_PARAM = 28.0  # Adam: read grad, master, m, v (2+4+4+4); write master, m, v, weight (4+4+4+2)
@@ -186,6 +187,9 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0, peak_attn=None)
     heads = sh.h / tp
     c, m = _roof(4.0 * b * heads * T * T * sh.hd, (n * (sh.d + 2 * sh.kvd) + n * sh.d) * sh.s / tp,
                  peak_attn or peak, gemm_efficiency(T, T, sh.hd, p, xp), bw, xp)
+    # an unfused attention (no FlashAttention) also writes and reads the T x T scores in memory
+    # attn_score_passes times per forward (params.PARAMS; 0 when fused; backward: micro_times)
+    m = m + p.get("attn_score_passes", 0.0) * score_bytes(sh, b, T, tp) / bw
     attn = c + m
     comp, mem = comp + c, mem + m
     if sh.moe is not None:
@@ -193,6 +197,11 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0, peak_attn=None)
         comp, mem = comp + c, mem + m
     mem = mem + n * sh.ew_bytes_tok / tp / bw + p["layer_overhead_s"]
     return comp, mem, attn
+
+
+def score_bytes(sh, b, T, tp):
+    """Bytes of one pass over the T x T attention scores of a micro-batch on one device."""
+    return b * (sh.h / tp) * T * T * sh.s
 
 
 def head_forward(sh, b, T, tp, p, peak, bw, xp):
@@ -229,6 +238,10 @@ def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp, peak_attn=None) -> Mic
     # backward = 2 x forward; full recompute reruns every layer's forward, selective the attention core
     comp = 3.0 * fwd_c + full * (L * lc / PP) + sel * (L * la / PP)
     mem = 3.0 * fwd_m + full * (L * lm / PP)
+    # unfused attention: its backward passes over the scores attn_score_passes_bwd times, not the
+    # 2 x forward the line above assumes (frameworks.py counts both)
+    fs, bs = p.get("attn_score_passes", 0.0), p.get("attn_score_passes_bwd", 0.0)
+    mem = mem + L / PP * (bs - 2.0 * fs) * score_bytes(sh, b, T, TP) / bw
     lk = links(hw, g.devices, xp)
     act_bytes = b * T * sh.d * sh.s
     n_ar = 4.0 + 2.0 * full  # Megatron: 2 all-reduces forward, 2 backward per layer
@@ -365,6 +378,8 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp, runtime: str | N
     hw_fl = hw_fl - skipped * 2.0 * g.seq * sh.dense_params * (3.0 + 1.0 * full)
     acts = per_seq(lambda t: act_per_seq(spec, t, precision), g.seq, xp)
     mem = memory_use(spec, sh, precision, hw, g, acts, xp, runtime)
+    # a layout runs only under the memory reserve (reserve.py; --memory-fraction)
+    mem = replace(mem, fits=mem.fits & (mem.peak_mem_bytes <= usable_bytes(hw, p.get("memory_fraction"))))
     m = g.micro_steps
     return StepArrays(grid=g, micro=mi, step=step, micro_steps=m, compute_s=m * mi.compute_s,
                       memory_s=m * mi.memory_s, model_flops=model * g.batch, hw_flops=hw_fl * g.batch,

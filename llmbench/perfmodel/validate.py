@@ -25,6 +25,7 @@ from llmbench.hardware import get_hardware
 from llmbench.point import Workload
 
 from .infer import predict_infer
+from .params import resolve_params
 from .project import DATASETS, epoch_time_s
 from .train import as_run, predict_train
 
@@ -154,7 +155,9 @@ def planned(row_id: str, w: Workload) -> Workload:
             from .params import resolve_params
             from .plan import plan
 
-            w = plan(row_spec(w), h, w, resolve_params(h, use_profile=False)).best()
+            # memory_fraction 1: a published run ran, so its layouts are searched up to the whole
+            # device (the default reserve, reserve.py, is for layouts no one has run yet)
+            w = plan(row_spec(w), h, w, resolve_params(h, {"memory_fraction": 1.0}, use_profile=False)).best()
         _LAYOUTS[key] = w
     return _LAYOUTS[key]
 
@@ -236,6 +239,7 @@ def predict_row(row: dict, params: dict | None = None) -> float | None:
         return None
     a = ASSUME.get(row["id"], {})
     w = row_workload(row)
+    params = with_framework(row, w, params)
     if row["task"] == "infer":
         return _infer_metric(w, row, params)
     if metric in ("samples_per_s", "tokens_per_s", "epoch_time_s", "epoch_time_h", "achieved_tflops", "mfu",
@@ -265,6 +269,22 @@ def predict_row(row: dict, params: dict | None = None) -> float | None:
         t = [_train(_per_replica(w, bpr * n, n), params).samples_per_s for n in (w.devices, 1)]
         return t[0] / t[1]
     return _genslm(w, row, a, params)  # per_device_speedup, speedup
+
+
+def with_framework(row: dict, w: Workload, params: dict | None) -> dict | None:
+    """params with the framework the row's source ran (frameworks.py): its fitted efficiency terms
+    (the fit's, params[pooled.FRAMEWORK_KEY]; params None: the shipped ones) and its mechanism
+    overrides, on the row's hardware; params None: the shipped parameters of that hardware."""
+    from . import frameworks as F
+    from .pooled import FRAMEWORK_KEY
+
+    fw = F.framework_of(row.get("source", ""))
+    if fw is None:
+        return params
+    terms = params.get(FRAMEWORK_KEY, {}) if params else F.shipped_terms()
+    h = w.hardware
+    base = (params or {}).get(h) or resolve_params(get_hardware(h))
+    return {**(params or {}), h: F.apply(base, fw, terms)}
 
 
 def _infer_metric(w: Workload, row: dict, params) -> float:
@@ -371,7 +391,9 @@ def pooled_fit():
     pts = fit_points()
     key = tuple(pt["id"] for pt in pts)
     if key not in _FITS:
-        lin = pooled.linearise(pts, predict_row)
+        from .frameworks import fitted_frameworks
+
+        lin = pooled.linearise(pts, predict_row, fitted_frameworks)
         _FITS.clear()
         _FITS[key] = (pts, lin, *pooled.folds(lin, pts, predict_row))
     return _FITS[key]

@@ -1,0 +1,118 @@
+"""Which training framework a published row ran, and what that framework does differently.
+
+    from llmbench.perfmodel.frameworks import framework_of, overlay
+    framework_of("arXiv:2104.04473 (Narayanan et al. 2021)")   # 'megatron-2021'
+
+A framework here is a mechanism, never a fitted per-row factor: Megatron-LM as of arXiv:2104.04473
+(2021) predates FlashAttention (arXiv:2205.14135, 2022) and computes attention unfused, so the T x T
+scores go through memory (params "attn_score_passes"); every later stack in published_v2.csv
+(Megatron-Core, NeMo, torchtitan, llm-foundry, MaxText, TensorRT-LLM, vLLM) runs a fused attention
+(FlashAttention / cuDNN / Pallas), which the step model assumes by default.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+#: framework -> parameter overrides it implies (documented mechanisms, not fitted)
+FRAMEWORKS: dict[str, dict[str, float]] = {
+    # Megatron-LM CoreAttention.forward (megatron/model/transformer.py): baddbmm writes the scores
+    # (1), FusedScaleMaskSoftmax reads and writes them (2), attention dropout reads and writes them
+    # and writes a 1-byte mask (2.5), the bmm with V reads them (1): 6.5 passes of the T x T matrix
+    # (2-byte units) per forward. Backward: the bmm writes dP and reads P (2), dropout reads dP and
+    # the mask and writes (2.5), softmax reads dP and P and writes dS (3), baddbmm reads dS for dQ
+    # and dK (2): 9.5
+    "megatron-2021": {"attn_score_passes": 6.5, "attn_score_passes_bwd": 9.5},
+}
+#: what --framework offers: the default (a fused attention: every stack of published_v2.csv
+#: since 2022) and the frameworks with a mechanism of their own (FRAMEWORKS)
+DEFAULT = "fused"
+CHOICES = (DEFAULT, *FRAMEWORKS)
+DESCRIBE = {DEFAULT: "fused attention (FlashAttention / cuDNN / TE: Megatron-Core, NeMo, torchtitan, "
+                     "llm-foundry, MaxText, DeepSpeed with flash-attn); the default",
+            "megatron-2021": "Megatron-LM as in arXiv:2104.04473: unfused attention, 6.5 + 9.5 passes over "
+                             "the T x T scores"}
+
+#: source column prefix -> the framework the source says it ran (published_v2.csv); sources that
+#: state none, or several (MLPerf submissions, vendor pages, Emani et al.'s per-vendor stacks), have none
+SOURCE_FRAMEWORK: dict[str, str] = {
+    "arXiv:2104.04473": "megatron-2021",                      # Megatron-LM, 2021 (the paper's code)
+    "NVIDIA/Megatron-LM README": "megatron",                   # Megatron-Core r0.8.0
+    "NVIDIA Megatron-Bridge": "nemo",                          # NeMo 25.11 container
+    "NVIDIA NeMo performance summary": "nemo",                 # NeMo 24.07 container
+    "pytorch/torchtitan": "torchtitan",
+    "Trainy on WhiteFiber: torchtitan": "torchtitan",
+    "mosaicml/llm-foundry": "llm-foundry",                     # Composer + FSDP
+    "AI-Hypercomputer/maxtext": "maxtext",
+    "AI-Hypercomputer/tpu-recipes": "maxtext",                 # MaxText recipes
+    "NVIDIA TensorRT-LLM": "tensorrt-llm",
+    "AMD ROCm AI performance results page (vLLM": "vllm",
+}
+#: frameworks that share one fitted efficiency term (the same code base at another version; the
+#: mechanism that differs is in FRAMEWORKS)
+TERM_GROUP: dict[str, str] = {}
+#: the shipped framework terms (calibrate --published writes them beside the profiles)
+TERMS_FILE = "frameworks.json"
+
+
+def framework_of(source: str) -> str | None:
+    """The framework a published row's source states (None: none or several)."""
+    return next((f for prefix, f in SOURCE_FRAMEWORK.items() if source.startswith(prefix)), None)
+
+
+def term_of(framework: str | None) -> str | None:
+    """The fitted term a framework's rows share (TERM_GROUP), None for none."""
+    return TERM_GROUP.get(framework, framework) if framework else None
+
+
+def overlay(source: str) -> dict[str, float]:
+    """Parameter overrides of the mechanism the framework of `source` implies ({}: fused attention)."""
+    return dict(FRAMEWORKS.get(framework_of(source) or "", {}))
+
+
+def apply(params: dict, framework: str | None, terms: dict | None) -> dict:
+    """params with `framework`'s fitted efficiency terms ({param: log factor}, pooled.py) and its
+    mechanism overrides; unchanged for None or a framework without rows."""
+    from .pooled import BOUNDS
+
+    out = dict(params)
+    for k, d in ((terms or {}).get(term_of(framework), {})).items():
+        if out.get(k, 0) > 0:
+            lo, hi = BOUNDS[k]
+            out[k] = float(min(max(out[k] * math.exp(d), lo), hi))
+    out.update(FRAMEWORKS.get(framework or "", {}))
+    return out
+
+
+def shipped_terms() -> dict:
+    """{framework: {param: log factor}} of the calibration in use (the folder of the profiles
+    read first: params.profile_dirs), {} when none was written."""
+    from .params import profile_dirs
+
+    for d in profile_dirs():
+        f = d / TERMS_FILE if not d.is_file() else d.parent / TERMS_FILE
+        if f.exists():
+            return json.loads(f.read_text())["frameworks"]
+    return {}
+
+
+#: fewest sources that must state a framework before it gets a fitted term: with one, leaving that
+#: source out drops the term, so it could never be checked out of sample
+MIN_FRAMEWORK_SOURCES = 2
+#: fitted per-framework efficiency terms: off. Measured on published_v2 (llmbench validate, with the
+#: unfused-attention mechanism in all three): off: leave-one-source-out median 16.6% (serving 31.3%,
+#: training 13.3%), Megatron Table 1 4.6%; every framework with rows termed: 15.9% (serving 27.8%,
+#: training 13.4%) but Megatron Table 1 5.1%, over its 5% guard; frameworks of >= 2 sources only
+#: (torchtitan, nemo, maxtext): 15.8%, Megatron 6.4%. Off until a mechanism, not a term, explains
+#: the framework gaps; --framework selects the mechanisms (CHOICES).
+FIT_FRAMEWORK_TERMS = False
+
+
+def fitted_frameworks(points) -> tuple:
+    """Each row's framework term (frameworks.term_of its source), None where fewer than
+    MIN_FRAMEWORK_SOURCES sources state that framework."""
+    fw = [term_of(framework_of(p["source"])) if FIT_FRAMEWORK_TERMS else None for p in points]
+    srcs: dict = {}
+    for f, p in zip(fw, points):
+        srcs.setdefault(f, set()).add(p["source"])
+    return tuple(f if f and len(srcs[f]) >= MIN_FRAMEWORK_SOURCES else None for f in fw)
