@@ -30,12 +30,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from llmbench._toml import tomllib
 from llmbench.errors import BadInput
 from llmbench.models.ops import dtype_bytes
 
+from ._xp import backend_for, is_scalar
 from .moe import experts_hit
 from .params import resolve_params
 from .shapes import shape
@@ -44,10 +43,11 @@ from .step import attn_peak, gemm_peak, ring
 ENGINES_FILE = Path(__file__).with_name("engines.toml")
 #: the engine assumed per hardware family when none is given (docs/predict.md says why)
 DEFAULT_ENGINE = {"NVIDIA": "trtllm", "AMD": "vllm", "Google": "jetstream"}
-#: rows of the smallest GEMM tile a step's matmuls are padded to, per hardware kind: Hopper's
-#: wgmma is 64 rows per warpgroup (PTX ISA, wgmma.mma_async m64nNk16); TPU MXU 128 x 128
-#: (v5e; Google Cloud TPU docs); Gaudi MME and RDU PCU: 128 assumed; a wafer / CPU: per row
-SMALL_M_TILE = {"gpu": 64, "tpu": 128, "hpu": 128, "rdu": 128, "ipu": 16, "wafer": 1, "cpu": 1}
+#: rows of the smallest GEMM tile a step's matmuls are padded to, per hardware kind: a GPU's
+#: smallest tensor-core MMA is 16 rows (PTX ISA mma.sync m16n8k16, Ampere and Hopper; small-M
+#: decode kernels use it); TPU MXU 128 x 128 (Google Cloud TPU docs, v5e); Gaudi MME and RDU:
+#: 128 assumed; a wafer (per-row dataflow) and a CPU: no padding
+SMALL_M_TILE = {"gpu": 16, "tpu": 128, "hpu": 128, "rdu": 128, "ipu": 16, "wafer": 1, "cpu": 1}
 #: activations between layers and the all-reduced tensors stay 16-bit under fp8/fp4 weights
 ACT_BYTES = 2.0
 KV_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
@@ -255,38 +255,38 @@ class StepModel:
         step (their last token goes through the LM head; default: 1 when prefill_tokens > 0);
         prefill_attn_pairs: causal query x key pairs of the prefill (default: one prompt of
         prefill_tokens, P (P + 1) / 2)."""
-        scalar = all(np.ndim(x) == 0 for x in (prefill_tokens, decode_seqs, kv_tokens_read))
-        P, D, C = (np.asarray(x, dtype=float) for x in (prefill_tokens, decode_seqs, kv_tokens_read))
-        ps = np.minimum(P, 1.0) if prefill_seqs is None else np.asarray(prefill_seqs, dtype=float)
-        pairs = P * (P + 1.0) / 2.0 if prefill_attn_pairs is None else np.asarray(prefill_attn_pairs, float)
+        xp = backend_for(*(x for x in (prefill_tokens, decode_seqs, kv_tokens_read, prefill_seqs,
+                                        prefill_attn_pairs) if x is not None))
+        P, D, C = (xp.asarray(x, dtype=float) for x in (prefill_tokens, decode_seqs, kv_tokens_read))
+        ps = xp.minimum(P, 1.0) if prefill_seqs is None else xp.asarray(prefill_seqs, dtype=float)
+        pairs = P * (P + 1.0) / 2.0 if prefill_attn_pairs is None else xp.asarray(prefill_attn_pairs, dtype=float)
         M = P + D
-        comp = self._compute_s(M, D + ps, pairs, C)
-        mem = self._memory_s(M, C)
-        comm = self._comm_s(M)
-        over = np.where(M > 0, self.overhead_per_step_s, 0.0) + np.where(P > 0, self.overhead_prefill_s, 0.0)
-        core = np.maximum(comp, mem)
-        t = np.where(M > 0, core + comm + over, 0.0)
-        bound = np.where(comm > core, "network", np.where(mem >= comp, "memory", "compute"))
-        out = StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound)
-        if scalar:
-            return StepParts(**{k: (str(v) if k == "bound" else float(v)) for k, v in vars(out).items()})
-        return out
+        comp = self._compute_s(M, D + ps, pairs, C, xp)
+        mem = self._memory_s(M, C, xp)
+        comm = self._comm_s(M, xp)
+        over = xp.where(M > 0, self.overhead_per_step_s, 0.0) + xp.where(P > 0, self.overhead_prefill_s, 0.0)
+        core = xp.maximum(comp, mem)
+        t = xp.where(M > 0, core + comm + over, 0.0)
+        bound = xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute"))
+        if not is_scalar(xp):
+            bound = xp.asarray(bound)
+        return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound)
 
-    def _compute_s(self, M, head_rows, pairs, ctx_read):
+    def _compute_s(self, M, head_rows, pairs, ctx_read, xp):
         """GEMMs padded to the tile, the routed experts per expert, attention FLOPs (prefill pairs
         and decode's cached tokens), per device of the tp group, all stages one after another."""
         sh, tp, tile = self.sh, self.tp, self.m_tile
         rate = self.peak_gemm * self.compute_eff
         head_nk = sum(n * k for n, k in sh.head_tok)
-        body = 2.0 * np.maximum(M, tile) * (self.token_nk - head_nk) / tp
-        head = 2.0 * np.maximum(head_rows, tile) * head_nk / tp
+        body = 2.0 * xp.maximum(M, tile) * (self.token_nk - head_nk) / tp
+        head = 2.0 * xp.maximum(head_rows, tile) * head_nk / tp
         t = (body + head) / rate
         mo = sh.moe
         if mo is not None:
-            hit = np.maximum(experts_hit(mo, M, np), 1e-9)
-            rows = np.where(M > 0, M * mo.rows_per_token / hit, 0.0)
+            hit = xp.maximum(experts_hit(mo, M, xp), 1e-9)
+            rows = xp.where(M > 0, M * mo.rows_per_token / hit, 0.0)
             nk = sum(n * k for n, k, _ in mo.expert_gemms)
-            t = t + mo.moe_layers * hit * 2.0 * np.maximum(rows, tile) * nk / tp / rate
+            t = t + mo.moe_layers * hit * 2.0 * xp.maximum(rows, tile) * nk / tp / rate
         attn = (pairs * self._prefill_pair_flops() + ctx_read * sh.decode_attn_flops_ctx) * sh.L / tp
         return t + attn / (self.peak_attn * self.compute_eff)
 
@@ -297,17 +297,17 @@ class StepModel:
             return 2.0 * s.n_heads * (s.qk_nope_head_dim + s.qk_rope_head_dim + s.v_head_dim)
         return 2.0 * s.n_heads * (s.d_head + s.d_head_v)
 
-    def _memory_s(self, M, ctx_read):
+    def _memory_s(self, M, ctx_read, xp):
         """Bytes one device moves in the step over the achievable bandwidth: its weights (routed
         experts: those the step's tokens touch), KV read and the new tokens' KV written,
         activations; weights held in DDR at the DDR tier's bandwidth."""
         sh, tp = self.sh, self.tp
-        any_tok = np.where(M > 0, 1.0, 0.0)
+        any_tok = xp.where(M > 0, 1.0, 0.0)
         w = any_tok * self.dense_weight_elems * sh.s / tp
         mo = sh.moe
         if mo is not None:
             nk = sum(n * k for n, k, _ in mo.expert_gemms)
-            w = w + mo.moe_layers * experts_hit(mo, M, np) * nk * sh.s / tp
+            w = w + mo.moe_layers * experts_hit(mo, M, xp) * nk * sh.s / tp
         share_ddr = self.weights_ddr_bytes_per_device / max(self.weights_bytes_per_device, 1.0)
         kv = (ctx_read + M) * self.kv_bytes_per_token_per_device * self.pp
         act = M * (sh.ew_bytes_tok * sh.L + sh.outer_bytes_tok) / tp
@@ -315,20 +315,20 @@ class StepModel:
         slow = w * share_ddr / self.ddr_bandwidth_bytes_per_s if share_ddr > 0 else 0.0
         return fast + slow
 
-    def _comm_s(self, M):
+    def _comm_s(self, M, xp):
         """Two all-reduces per layer under TP (one-shot when small: step.ring), pipeline hops."""
         hw, tp, pp = self.hw, self.tp, self.pp
         ic = hw.interconnect
         if ic is None or (tp <= 1 and pp <= 1):
-            return np.zeros_like(M)
+            return xp.zeros_like(M)
         nbytes = M * self.sh.d * ACT_BYTES
         t = 2.0 * self.sh.L * ring(nbytes, float(tp), ic.bandwidth_bytes_per_s, ic.latency_s,
-                                   self.params["network"], np)
+                                   self.params["network"], xp)
         if pp > 1:
             cross = tp * pp > max(ic.devices_per_node, 1) and self.mode != "sram_pipeline"
             bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if cross else ic.bandwidth_bytes_per_s
             t = t + (pp - 1) * (ic.latency_s + nbytes / tp / bw)
-        return np.where(M > 0, t, 0.0)
+        return xp.where(M > 0, t, 0.0)
 
 
 def _memory_tier(hw, mode: str):
