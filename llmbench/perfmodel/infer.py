@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from llmbench import footprint
 from llmbench.errors import BadInput
 from llmbench.models.counting import dtype_bytes
 from llmbench.point import Workload
@@ -225,8 +226,11 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     # generated tokens over the whole request time: a prompt's prefill holds its batch slot too
     # (offline serving: 2,048-token prompts cut output throughput ~3x against 128; TensorRT-LLM)
     tps = dp * run * (T if s.encoder or g == 0 else g) / latency
-    kv = run * (T + g) * sm.kv_bytes_per_token_per_device
-    w_dev = sm.weights_bytes_per_device - sm.weights_ddr_bytes_per_device
+    mem = footprint.serving(s.spec, s.precision, batch=run, context=T + g, encoder=s.encoder, tp=tp, pp=pp,
+                            kv_precision=sm.kv_precision, mla_replicated=s.engine.mla_replicated_tp,
+                            block_tokens=s.engine.block_tokens)
+    kv = mem.kv_cache
+    w_dev = mem.weights - sm.weights_ddr_bytes_per_device
     tier = serving._memory_tier(s.hw, s.mode)[0]
     tiers = {tier.name: w_dev + kv}
     if sm.weights_ddr_bytes_per_device:
@@ -237,7 +241,7 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     return InferPrediction(
         workload=w, time_to_first_token_s=ttft + p["infer_overhead_s"],
         decode_tokens_per_s_per_seq=0.0 if s.encoder or not t_tok else 1.0 / t_tok, tokens_per_s=tps,
-        latency_s_p50=latency, bound=bound, kv_cache_bytes=kv, weights_bytes=sm.weights_bytes_per_device,
+        latency_s_p50=latency, bound=bound, kv_cache_bytes=kv, weights_bytes=mem.weights,
         peak_mem_bytes=w_dev + kv, tier_bytes=tiers, mode=s.mode, fits=sm.fits and conc >= 1,
         max_batch_x_context=float(sm.kv_capacity_tokens) if s.mode == "sram_pipeline" else None,
         engine=s.engine.name, kv_precision=sm.kv_precision, concurrency=dp * conc,

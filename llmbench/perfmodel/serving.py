@@ -24,17 +24,15 @@ cache (memory fraction, paged block, MLA latent replicated under TP). docs/predi
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from llmbench import footprint
 from llmbench._toml import tomllib
+from llmbench._xp import backend_for, is_scalar
 from llmbench.errors import BadInput
-from llmbench.models.ops import dtype_bytes
-
-from ._xp import backend_for, is_scalar
 from .moe import experts_hit
 from .params import resolve_params
 from .shapes import shape
@@ -135,47 +133,26 @@ def kv_precision_for(precision: str, eng: Engine, kv_precision: str | None = Non
 
 
 # ---------------------------------------------------------------- KV memory as engines hold it
+# the rules are footprint's (the one memory model); these bind them to an Engine
 
 
 def kv_split(spec, tp: int, eng: Engine) -> float:
-    """By how much tensor parallelism divides one device's share of the KV cache. MLA: 1 when the
-    engine replicates the latent on every rank (vLLM, SGLang plain TP), else tp (data-parallel
-    attention); GQA/MHA: the KV heads are split, but a head is never split, so with fewer KV heads
-    than ranks each rank holds one (Megatron / vLLM replicate KV heads)."""
-    if spec.is_mla:
-        return 1.0 if eng.mla_replicated_tp else float(tp)
-    kv = spec.n_kv_heads or spec.n_heads
-    return kv / math.ceil(kv / tp)
+    """footprint.kv_split under the engine's MLA rule."""
+    return footprint.kv_split(spec, tp, eng.mla_replicated_tp)
 
 
 def kv_bytes_per_token_device(spec, kv_precision: str, tp: int, pp: int, eng: Engine) -> float:
-    """KV-cache bytes one device of a tp x pp replica holds per token of context."""
-    from llmbench.models.counting import kv_cache_bytes_per_token
-
-    return kv_cache_bytes_per_token(spec, kv_precision) / (kv_split(spec, tp, eng) * pp)
+    """KV-cache bytes one device of a tp x pp replica holds per token of context (footprint)."""
+    return footprint.kv_bytes_per_token_device(spec, kv_precision, tp, pp, eng.mla_replicated_tp)
 
 
 def kv_budget_bytes(capacity_bytes: float, weights_bytes: float, eng: Engine) -> float:
-    """Bytes one device gives its KV cache: the engine's fraction of memory less the weights it
-    holds ('total', vLLM) or of the memory the weights leave ('free', TensorRT-LLM)."""
-    if eng.kv_mem_basis == "free":
-        return max(0.0, eng.kv_mem_fraction * (capacity_bytes - weights_bytes))
-    return max(0.0, eng.kv_mem_fraction * capacity_bytes - weights_bytes)
+    """footprint.kv_budget_bytes at the engine's memory fraction and basis."""
+    return footprint.kv_budget_bytes(capacity_bytes, weights_bytes, eng.kv_mem_fraction, eng.kv_mem_basis)
 
 
-def kv_capacity_tokens(budget_bytes: float, kv_bytes_per_token_dev: float, block_tokens: int) -> int:
-    """Tokens of KV cache that fit in `budget_bytes`, in whole blocks of `block_tokens`."""
-    if kv_bytes_per_token_dev <= 0:
-        return 2 ** 62
-    blocks = int(budget_bytes // (kv_bytes_per_token_dev * block_tokens))
-    return blocks * block_tokens
-
-
-def seqs_that_fit(capacity_tokens: int, context_tokens: int, block_tokens: int) -> int:
-    """Sequences of `context_tokens` a paged cache of `capacity_tokens` holds at once (each holds
-    whole blocks)."""
-    per_seq = math.ceil(max(context_tokens, 1) / block_tokens) * block_tokens
-    return capacity_tokens // per_seq
+kv_capacity_tokens = footprint.kv_capacity_tokens
+seqs_that_fit = footprint.seqs_that_fit
 
 
 # ---------------------------------------------------------------- the step model
