@@ -342,7 +342,7 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     w = serving_workload(w, row)
     if metric == "devices_needed":
         return float(_infer(w, params, eng=eng).devices)
-    open_batch = not row["batch"] and "batch" not in ASSUME.get(row["id"], {})
+    open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
     rate = float(row.get("request_rate") or 0)
     if metric == "time_to_first_token_s" and (open_batch or rate):  # a server's request: its own prefill
         return _infer(w.with_(batch=1), params, eng=eng).time_to_first_token_s  # (queueing not modelled)
