@@ -226,7 +226,7 @@ def validate_cmd(a) -> None:
         print(f"{r['id'][:42]:<42} {r['system'][:12]:<12} {r['metric'][:22]:<22} {r['published'][:11]:>11} "
               f"{f(r.get('in_sample_predicted')):>10} {pct(r.get('in_sample_error')):>6} "
               f"{f(r.get('loso_predicted')):>10} {pct(r.get('loso_error')):>6}"
-              + (f"  refused: {r['problem'][:90]}" if r["problem"] else ""))
+              + (f"  {'' if r.get('skipped') else 'refused: '}{r['problem'][:90]}" if r["problem"] else ""))
     print(f"\n{'system':<22} {'rows':>4} {'sources':>7}   median |error|: {'in-sample':>9} {'held out':>9}   "
           "share > 50%: in-sample, held out")
     rows = list(res["by_hardware"].items()) + [("overall", {**res, "rows": res["in_sample"]["rows"]})]
