@@ -187,3 +187,29 @@ def test_cli_states_the_engine_in_text_and_json(cli):
     assert code == 0 and "concurrency" in out and "does not fit" in out
     code, _, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "x")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_pooled_fit_moves_the_engine_parameter_its_rows_need():
+    """Rows on one engine that are uniformly 15% too fast in bandwidth: the fit lowers that engine's
+    bandwidth_fraction (and no other engine's); the hardware columns see nothing."""
+    from llmbench.perfmodel import pooled
+    from llmbench.perfmodel.params import resolve_params
+
+    n = 10
+    hw = ["h100-sxm"] * n
+    priors = {"h100-sxm": resolve_params(get_hardware("h100-sxm"), use_profile=False)}
+    Je = np.zeros((n, len(pooled.ENGINE_SIGMA)))
+    Je[:, 0] = -1.0  # log prediction (a time) falls as the bandwidth fraction rises
+    engines = ["vllm"] * 5 + ["trtllm"] * 5
+    r0 = np.where(np.array(engines) == "vllm", -0.15, 0.0)  # vLLM rows predicted 14% too fast
+    epri = {e: {k: getattr(engine(e, fitted=False), k) for k in pooled.ENGINE_SIGMA} for e in ("vllm", "trtllm")}
+    lin = pooled.Linear(ids=[f"r{i}" for i in range(n)], sources=[f"s{i % 3}" for i in range(n)], hardware=hw,
+                        r0=r0, J=np.zeros((n, len(pooled.SIGMA))), priors=priors, engines=engines, Je=Je,
+                        engine_priors=epri)
+    fit, _ = pooled.solve(lin, np.ones(n, dtype=bool))
+    v = fit["engine:vllm"]["bandwidth_fraction"] / epri["vllm"]["bandwidth_fraction"]
+    t = fit["engine:trtllm"]["bandwidth_fraction"] / epri["trtllm"]["bandwidth_fraction"]
+    assert 0.86 < v < 0.95 and abs(t - 1) < 1e-6
+    assert fit["h100-sxm"] == {k: priors["h100-sxm"][k] for k in fit["h100-sxm"]}
+    full = pooled.full(lin, fit)
+    assert full["engine:vllm"] == fit["engine:vllm"]  # what predict_row takes
