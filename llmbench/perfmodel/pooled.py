@@ -14,7 +14,8 @@ its kind, one without rows (or whose only source is left out) takes its kind's f
 lets an efficiency transfer to a system the fit never saw.
 
 A serving row on an engine with efficiencies of its own (serving.Engine: TensorRT-LLM, vLLM, ...)
-also fits that engine's parameters (columns per engine, ENGINE_SIGMA) beside its hardware's.
+fits that engine's parameters (columns per engine, ENGINE_SIGMA), not the hardware's: those come
+from the training rows and the rows served by a vendor's own stack (SERVING_FITS_HARDWARE).
 
 The model is linearised once about the priors: J[i, k] = d log prediction_i / d log p[h_i, k]
 (finite differences, one prediction per row and parameter), so a fit is a small weighted ridge
@@ -44,15 +45,16 @@ BOUNDS = {"compute_max": (0.05, 1.0), "compute_half_dim": (1.0, 1e5), "memory": 
           "network": (0.02, 1.0), "lowp_gemm": (0.2, 1.0), "layer_overhead_s": (1e-7, 0.1),
           "sparse": (0.05, 1.0)}
 #: serving-engine parameters (serving.FITTED) fitted with the hardware ones, one set per engine
-#: (columns ("engine", name, k)), prior spread of their log; bounds in natural units. The
-#: bandwidth fraction is held close to its prior (0.15): it multiplies the hardware's memory
-#: efficiency, which the training rows share; measured on published_v2 (docs/predict.md
-#: "Serving"): 0.3 left the hardware memory efficiency to drift to 0.85-1.0 and the training
-#: rows' held-out median rose 15.3% -> 16.0%
-ENGINE_SIGMA = {"bandwidth_fraction": 0.15, "step_overhead_s": 1.0, "prefill_efficiency": 0.3,
+#: (columns ("engine", name, k)), prior spread of their log; bounds in natural units
+ENGINE_SIGMA = {"bandwidth_fraction": 0.3, "step_overhead_s": 1.0, "prefill_efficiency": 0.3,
                 "collective_latency_s": 1.0}
 ENGINE_BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "step_overhead_s": (1e-6, 0.1), "prefill_efficiency": (0.05, 1.3),
                  "collective_latency_s": (1e-7, 1e-3)}
+#: which serving rows also fit the hardware parameters: "all", "native" (rows on the vendor's own
+#: stack, whose efficiencies are the hardware's) or "none". Measured on published_v2 with 174
+#: serving rows (held-out median, training / serving): native 15.9% / 30.4%, none 16.1% / 33.3%,
+#: all (engine bandwidth sigma 0.15) 16.8% / 28.5%; before serving engines: 15.1% / 30.3% (44 rows)
+SERVING_FITS_HARDWARE = "native"
 #: spread of a row's log error assumed by the ridge prior (the model's own accuracy)
 SIGMA_ROW = 0.2
 #: Huber threshold on the log error (beyond it a row counts linearly, not quadratically)
@@ -180,6 +182,8 @@ def design(lin: Linear):
     for i, h in enumerate(lin.hardware):
         kd = get_hardware(h).kind
         e = lin.engines[i] if lin.engines else ""
+        if not fits_hardware(lin, i):
+            continue
         for j, k in enumerate(names):
             for key in (("all", k), (kd, k), (h, k)):
                 X[i, index[key]] = lin.J[i, j]
@@ -188,6 +192,16 @@ def design(lin: Linear):
             if e and ("engine", e, k) in index:
                 X[i, index[("engine", e, k)]] = lin.Je[i, j]
     return X, index, sig
+
+
+def fits_hardware(lin: Linear, i: int) -> bool:
+    """Whether row i moves hardware parameters (SERVING_FITS_HARDWARE): a training row always; a
+    serving row: 'all', or 'native' only when its engine has no efficiencies of its own (the
+    vendor's stack runs at the hardware's), or 'none'."""
+    e = lin.engines[i] if lin.engines else ""
+    if not e or SERVING_FITS_HARDWARE == "all":
+        return True
+    return SERVING_FITS_HARDWARE == "native" and not np.any(lin.Je[i])
 
 
 
