@@ -15,6 +15,8 @@ bytes per device. No torch, no numpy at import.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
@@ -326,12 +328,64 @@ def stage(spec, layers: int, *, first: bool, last: bool, micro_batch: int, seqs:
 
 
 def serving(spec, precision: str, *, batch: float, context: float, split: float = 1.0,
-            encoder: bool = False) -> Footprint:
+            encoder: bool = False, tp: int | None = None, pp: int = 1, kv_precision: str | None = None,
+            mla_replicated: bool = True, block_tokens: int = 1) -> Footprint:
     """Bytes per device of serving: inputs are the requests one replica holds (`batch`), the
     tokens each keeps in its KV cache (`context` = prompt + generated), the devices one replica
     is split over (`split` = tp x pp) and whether the model is an encoder (no KV cache). Weights
-    at the precision plus the KV cache, both split evenly (perfmodel/infer.serve's rule; no
-    activations yet)."""
+    at the precision split evenly. The KV cache as engines hold it when `tp` is given: at
+    `kv_precision` (default the precision), split by kv_split (MLA latent replicated per rank when
+    `mla_replicated`, KV heads never split) and by pp, each sequence in whole blocks of
+    `block_tokens` (paged attention); else split evenly as the weights (no activations yet)."""
     weights = _counts(spec)[0] * precision_bytes(precision)
-    kv = 0.0 if encoder else kv_bytes_per_token(spec, precision) * batch * context
-    return Footprint(weights=weights / split, kv_cache=kv / split)
+    if tp is None:
+        kv = 0.0 if encoder else kv_bytes_per_token(spec, kv_precision or precision) * batch * context
+        return Footprint(weights=weights / split, kv_cache=kv / split)
+    per_tok = 0.0 if encoder else kv_bytes_per_token_device(spec, kv_precision or precision, tp, pp, mla_replicated)
+    held = batch * paged_tokens(context, block_tokens)
+    return Footprint(weights=weights / (tp * pp), kv_cache=per_tok * held)
+
+
+# ---------------------------------------------------------------- KV cache as serving engines hold it
+
+def kv_split(spec, tp: int, mla_replicated: bool = True) -> float:
+    """By how much tensor parallelism divides one device's share of the KV cache. MLA: 1 when the
+    engine keeps the whole latent on every rank (vLLM, SGLang and TensorRT-LLM under plain TP),
+    tp under data-parallel attention (SGLang --enable-dp-attention); GQA/MHA: the KV heads are
+    split, but a head never is: with fewer KV heads than ranks each rank holds one (vLLM, Megatron
+    replicate KV heads)."""
+    if spec.is_mla:
+        return 1.0 if mla_replicated else float(tp)
+    kv = spec.n_kv_heads or spec.n_heads
+    return kv / math.ceil(kv / tp)
+
+
+def kv_bytes_per_token_device(spec, kv_precision: str, tp: int, pp: int = 1, mla_replicated: bool = True) -> float:
+    """KV-cache bytes one device of a tp x pp replica holds per token of context."""
+    return kv_bytes_per_token(spec, kv_precision) / (kv_split(spec, tp, mla_replicated) * pp)
+
+
+def paged_tokens(context: float, block_tokens: int = 1) -> float:
+    """Tokens of cache a sequence of `context` tokens occupies: whole blocks (paged attention)."""
+    return math.ceil(max(context, 0) / block_tokens) * block_tokens
+
+
+def kv_budget_bytes(capacity_bytes: float, weights_bytes: float, fraction: float, basis: str = "total") -> float:
+    """Bytes a device gives its KV cache: `fraction` of its memory less the weights ('total': vLLM
+    gpu_memory_utilization) or of the memory the weights leave ('free': TensorRT-LLM
+    free_gpu_memory_fraction)."""
+    if basis == "free":
+        return max(0.0, fraction * (capacity_bytes - weights_bytes))
+    return max(0.0, fraction * capacity_bytes - weights_bytes)
+
+
+def kv_capacity_tokens(budget_bytes: float, kv_bytes_per_token_dev: float, block_tokens: int = 1) -> int:
+    """Tokens of KV cache that fit in `budget_bytes`, in whole blocks of `block_tokens`."""
+    if kv_bytes_per_token_dev <= 0:
+        return 2 ** 62
+    return int(budget_bytes // (kv_bytes_per_token_dev * block_tokens)) * block_tokens
+
+
+def seqs_that_fit(capacity_tokens: int, context: float, block_tokens: int = 1) -> int:
+    """Sequences of `context` tokens a paged cache of `capacity_tokens` holds at once."""
+    return int(capacity_tokens // paged_tokens(max(context, 1), block_tokens))

@@ -38,6 +38,7 @@ def register(cli) -> None:
                help={"batch": "concurrent requests", "seq_len": "prompt tokens per request"},
                aliases={"seq_len": ["--prompt-len"]})
     add_calibration(p, memory=False)
+    add_engine_options(p)
     add_json(p)
     add_db(p, DB_HELP)
     p = cli.command("project", project_cmd)
@@ -177,6 +178,18 @@ def framework_text(a) -> str:
     return f"{fw}: {DESCRIBE[fw]}"
 
 
+def add_engine_options(p) -> None:
+    """--engine and --kv-precision of a serving prediction (perfmodel/serving.py, engines.toml)."""
+    from llmbench.perfmodel.serving import KV_PRECISIONS, engine_names
+
+    p.add_argument("--engine", choices=engine_names(), default=None,
+                   help="serving engine (default: TensorRT-LLM on NVIDIA, vLLM on AMD, JetStream on TPU, the "
+                        "vendor's own stack ('native') elsewhere; docs/predict.md 'Serving')")
+    p.add_argument("--kv-precision", choices=KV_PRECISIONS, default=None,
+                   help="KV-cache precision (default: fp8 with fp8/fp4 weights where the engine pairs them, "
+                        "else the activations' 16-bit type)")
+
+
 def workload(a, suite: str) -> Workload:
     """The Workload the parsed options describe."""
     names = TRAIN_FIELDS if suite == "train" else INFER_FIELDS
@@ -233,29 +246,41 @@ def predict_train_cmd(a) -> None:
     pairs(rows)
 
 
-def predict_infer_cmd(a) -> None:
-    """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache."""
-    from llmbench.perfmodel.predict import predict
-
+def _infer(a):
+    """The InferPrediction of the parsed options, with --engine and --kv-precision."""
     from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.infer import predict_infer
+    from llmbench.point import precision_for
 
     w = workload(a, "infer")
-    pred = predict(w, run_params(a, get_hardware(w.hardware)) if w.hardware else None)
+    hw = get_hardware(w.hardware)
+    w = w.with_(precision=w.precision or precision_for(hw))
+    return predict_infer(w.spec(), hw, w, params=run_params(a, hw), engine=a.engine, kv_precision=a.kv_precision)
+
+
+def predict_infer_cmd(a) -> None:
+    """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache; the
+    engine assumed; a batch whose KV cache does not fit is served at the concurrency that does."""
+    pred = _infer(a)
     if not pred.fits:
-        raise BadInput(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
-                       f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
-                       "or use a smaller batch")
+        raise BadInput(f"{pred.workload.model}'s weights ({fmt_bytes(pred.weights_bytes)} per device) leave no room "
+                       f"for a KV cache on {pred.devices} x {pred.workload.hardware}; drop --devices to get the "
+                       "fewest that hold it")
     _record(a, pred, "llmbench predict infer")
     if a.json:
         return emit_json(with_provenance(a, pred))
     d, w, cal = pred.metrics(), pred.workload, calibration_of(a, pred)
     rows = [("prediction", f"infer {w.model} on {w.devices} x {w.hardware}, batch {w.batch}, "
                            f"prompt {w.seq_len}, gen {w.gen_len}, {w.precision}"),
+            ("engine", f"{d['engine']} (KV cache {d['kv_precision']}, {d['kv_capacity_tokens']:,} tokens per replica)"),
             ("layout", layout_text(w)), ("TTFT", fmt_time(d["time_to_first_token_s"])),
             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
             ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f} {band_text(cal)}"),
             ("latency", fmt_time(d["latency_s_p50"])),
-            ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})")]
+            ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})"
+                                                         f"{lower_tiers(d)}")]
+    if d["concurrency"] < w.batch:
+        rows.append(("concurrency", f"{d['concurrency']} at once: {d['note']}"))
     if d["max_batch_x_context"] is not None:
         rows.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
     pairs(rows + [("calibration", calibration_text(cal))])
@@ -358,6 +383,8 @@ def validate_cmd(a) -> None:
         print(f"{k[:22]:<22} {s['rows']:>4} {s['sources']:>7}   {'':>15}{m(i_, 'median_abs_error'):>9} "
               f"{m(o_, 'median_abs_error'):>9}   {'':>13}{m(i_, 'share_beyond_50pct'):>7}, "
               f"{m(o_, 'share_beyond_50pct'):>7}")
+    for line in serving_lines(res):
+        print(line)
     print(f"\nrefused ({len(res['refused'])}): {', '.join(res['refused']) or 'none'}")
     print("assumptions (settings a row leaves open):")
     for r in res["rows"]:
@@ -369,6 +396,17 @@ def validate_cmd(a) -> None:
     print(f"\nleave-one-source-out: median |error| {o['median_abs_error']:.1%}, beyond 50% "
           f"{o['share_beyond_50pct']:.1%} of {o['rows']} rows ({res['sources']} sources); in-sample median "
           f"{res['in_sample']['median_abs_error']:.1%}; trends passed {res['trends_passed']}/{res['trends_total']}")
+
+
+def serving_lines(res: dict) -> list[str]:
+    """Leave-one-source-out median |error| by kind (training, serving) and per serving engine."""
+    o = res.get("leave_one_source_out", {})
+    out = ["\nheld out, by kind and serving engine:"]
+    for group in ("by_kind", "by_engine"):
+        for k, v in o.get(group, {}).items():
+            med = "-" if v["median_abs_error"] is None else f"{v['median_abs_error']:.1%}"
+            out.append(f"  {k:<12} {v['rows']:>4} rows   median |error| {med:>6}")
+    return out
 
 
 def plan_cmd(a) -> None:

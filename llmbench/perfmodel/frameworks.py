@@ -96,23 +96,10 @@ def shipped_terms() -> dict:
     return {}
 
 
-#: fewest sources that must state a framework before it gets a fitted term: with one, leaving that
-#: source out drops the term, so it could never be checked out of sample
-MIN_FRAMEWORK_SOURCES = 2
-#: fitted per-framework efficiency terms: off. Measured on published_v2 (llmbench validate, with the
-#: unfused-attention mechanism in all three): off: leave-one-source-out median 16.6% (serving 31.3%,
-#: training 13.3%), Megatron Table 1 4.6%; every framework with rows termed: 15.9% (serving 27.8%,
-#: training 13.4%) but Megatron Table 1 5.1%, over its 5% guard; frameworks of >= 2 sources only
-#: (torchtitan, nemo, maxtext): 15.8%, Megatron 6.4%. Off until a mechanism, not a term, explains
-#: the framework gaps; --framework selects the mechanisms (CHOICES).
-FIT_FRAMEWORK_TERMS = False
-
-
-def fitted_frameworks(points) -> tuple:
-    """Each row's framework term (frameworks.term_of its source), None where fewer than
-    MIN_FRAMEWORK_SOURCES sources state that framework."""
-    fw = [term_of(framework_of(p["source"])) if FIT_FRAMEWORK_TERMS else None for p in points]
-    srcs: dict = {}
-    for f, p in zip(fw, points):
-        srcs.setdefault(f, set()).add(p["source"])
-    return tuple(f if f and len(srcs[f]) >= MIN_FRAMEWORK_SOURCES else None for f in fw)
+# Per-framework fitted efficiency terms are not fitted. Measured on published_v2 before the serving
+# rows and engine columns landed (llmbench validate, with the unfused-attention mechanism in all
+# three): none: leave-one-source-out median 16.6% (serving 31.3%, training 13.3%), Megatron Table 1
+# 4.6%; every framework with rows termed: 15.9% (serving 27.8%, training 13.4%) but Megatron Table 1
+# 5.1%, over its 5% guard; frameworks of >= 2 sources only (torchtitan, nemo, maxtext): 15.8%,
+# Megatron 6.4%. Not fitted until a mechanism, not a term, explains the framework gaps; --framework
+# selects the mechanisms (CHOICES). A fit may still carry terms under pooled.FRAMEWORK_KEY (apply).

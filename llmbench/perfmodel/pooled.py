@@ -9,10 +9,13 @@ profile) in log space by
     delta[h, k] = a[k] + b[kind(h), k] + c[h, k]
 
 a shared part (all accelerators), a part per kind (gpu, hpu, tpu, wafer, ...) and a part per
-hardware (and, for rows whose source states a framework, a part per framework: built, off by
-default, frameworks.FIT_FRAMEWORK_TERMS), each shrunk towards 0 by a ridge prior (SIGMA): a hardware with few rows keeps close to
+hardware, each shrunk towards 0 by a ridge prior (SIGMA): a hardware with few rows keeps close to
 its kind, one without rows (or whose only source is left out) takes its kind's fit. That is what
 lets an efficiency transfer to a system the fit never saw.
+
+A serving row on an engine with efficiencies of its own (serving.Engine: TensorRT-LLM, vLLM, ...)
+fits that engine's parameters (columns per engine, ENGINE_SIGMA), not the hardware's: those come
+from the training rows and the rows served by a vendor's own stack (SERVING_FITS_HARDWARE).
 
 The model is linearised once about the priors: J[i, k] = d log prediction_i / d log p[h_i, k]
 (finite differences, one prediction per row and parameter), so a fit is a small weighted ridge
@@ -24,7 +27,7 @@ all, and the held-out rows are then predicted exactly (the full model) under the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,6 +44,17 @@ SIGMA = {"compute_max": 0.3, "compute_half_dim": 1.0, "memory": 0.3, "network": 
 BOUNDS = {"compute_max": (0.05, 1.0), "compute_half_dim": (1.0, 1e5), "memory": (0.05, 1.0),
           "network": (0.02, 1.0), "lowp_gemm": (0.2, 1.0), "layer_overhead_s": (1e-7, 0.1),
           "sparse": (0.05, 1.0)}
+#: serving-engine parameters (serving.FITTED) fitted with the hardware ones, one set per engine
+#: (columns ("engine", name, k)), prior spread of their log; bounds in natural units
+ENGINE_SIGMA = {"bandwidth_fraction": 0.3, "step_overhead_s": 1.0, "prefill_efficiency": 0.3,
+                "collective_latency_s": 1.0}
+ENGINE_BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "step_overhead_s": (1e-6, 0.1), "prefill_efficiency": (0.05, 1.3),
+                 "collective_latency_s": (1e-7, 1e-3)}
+#: which serving rows also fit the hardware parameters: "all", "native" (rows on the vendor's own
+#: stack, whose efficiencies are the hardware's) or "none". Measured on published_v2 with 174
+#: serving rows (held-out median, training / serving): native 15.9% / 30.4%, none 16.1% / 33.3%,
+#: all (engine bandwidth sigma 0.15) 16.8% / 28.5%; before serving engines: 15.1% / 30.3% (44 rows)
+SERVING_FITS_HARDWARE = "native"
 #: spread of a row's log error assumed by the ridge prior (the model's own accuracy)
 SIGMA_ROW = 0.2
 #: Huber threshold on the log error (beyond it a row counts linearly, not quadratically)
@@ -64,8 +78,12 @@ class Linear:
     """d log prediction / d log parameter (rows x len(SIGMA))"""
     priors: dict
     """hardware -> prior parameter dict"""
-    frameworks: tuple = ()
-    """each row's framework (frameworks.framework_of its source; None: not stated), or () for none"""
+    engines: list = field(default_factory=list)
+    """per row: the serving engine whose parameters it sees ('' for none)"""
+    Je: np.ndarray | None = None
+    """d log prediction / d log engine parameter (rows x len(ENGINE_SIGMA))"""
+    engine_priors: dict = field(default_factory=dict)
+    """engine name -> {parameter: prior value} (only parameters with a positive prior)"""
 
 
 def priors_of(names) -> dict:
@@ -80,12 +98,13 @@ def log_error(pred, lo, hi) -> float | None:
     return math.log(pred / ref)
 
 
-def linearise(points, predict, frameworks=None) -> Linear:
-    """points: {"id", "source", "system", "range"} rows with one hardware each; predict(pt, params);
-    frameworks(rows kept) -> each row's framework term or None (frameworks.fitted_frameworks)."""
+def linearise(points, predict, engine_of=None) -> Linear:
+    """points: {"id", "source", "system", "range"} rows with one hardware each; predict(pt, params).
+    engine_of(pt): the serving engine of a row (None: no engine); its parameters enter `params`
+    as params["engine:NAME"] = {parameter: value} (validate.row_engine_params)."""
     names = list(SIGMA)
     pri = priors_of(pt["system"] for pt in points)
-    keep, r0, J = [], [], []
+    keep, r0, J, engines, Je, epri = [], [], [], [], [], {}
     for pt in points:
         h = pt["system"]
         e = log_error(_safe(predict, pt, {h: pri[h]}), *pt["range"])
@@ -99,12 +118,36 @@ def linearise(points, predict, frameworks=None) -> Linear:
             q = {**pri[h], k: pri[h][k] * math.exp(EPS)}
             e2 = log_error(_safe(predict, pt, {h: q}), *pt["range"])
             row.append(0.0 if e2 is None else (e2 - e) / EPS)
+        name = (engine_of(pt) if engine_of else None) or ""
+        Je.append(_engine_row(predict, pt, pri[h], name, e, epri))
         keep.append(pt)
         r0.append(e)
         J.append(row)
+        engines.append(name)
     return Linear(ids=[p["id"] for p in keep], sources=[p["source"] for p in keep],
                   hardware=[p["system"] for p in keep], r0=np.array(r0), J=np.array(J).reshape(len(keep), len(names)),
-                  priors=pri, frameworks=tuple(frameworks(keep)) if frameworks else ())
+                  priors=pri, engines=engines, Je=np.array(Je).reshape(len(keep), len(ENGINE_SIGMA)),
+                  engine_priors=epri)
+
+
+def _engine_row(predict, pt, hw_prior: dict, name: str, e: float, epri: dict) -> list:
+    """d log error / d log engine parameter of one row (zeros without an engine); fills epri."""
+    if not name:
+        return [0.0] * len(ENGINE_SIGMA)
+    from .serving import FITTED, engine
+
+    assert tuple(ENGINE_SIGMA) == FITTED
+    eng = engine(name, fitted=False)
+    base = epri.setdefault(name, {k: getattr(eng, k) for k in ENGINE_SIGMA if (getattr(eng, k) or 0) > 0})
+    row = []
+    for k in ENGINE_SIGMA:
+        if k not in base:
+            row.append(0.0)
+            continue
+        params = {pt["system"]: hw_prior, f"engine:{name}": {k: base[k] * math.exp(EPS)}}
+        e2 = log_error(_safe(predict, pt, params), *pt["range"])
+        row.append(0.0 if e2 is None else (e2 - e) / EPS)
+    return row
 
 
 def _safe(predict, pt, params):
@@ -115,19 +158,18 @@ def _safe(predict, pt, params):
 
 
 def _columns(lin: Linear, hws: list[str]):
-    """Design matrix columns: shared a[k], per kind b[kind, k], per hardware c[h, k], per
-    framework f["fw:" name, k] (the rows whose source states one)."""
+    """Design matrix columns: shared a[k], per kind b[kind, k], per hardware c[h, k], and per
+    serving engine ("engine", name, k) for the engine parameters with a prior."""
     names = list(SIGMA)
     kinds = sorted({get_hardware(h).kind for h in hws})
-    fws = framework_keys(lin)
-    groups = kinds + hws + fws
-    cols = [("all", k) for k in names] + [(g, k) for g in groups for k in names]
-    sig = [SIGMA[k] for k in names] + [SIGMA[k] / 2 for _ in groups for k in names]
+    cols = [("all", k) for k in names] + [(kd, k) for kd in kinds for k in names] + [(h, k) for h in hws for k in names]
+    sig = [SIGMA[k] for k in names] + [SIGMA[k] / 2 for _ in kinds for k in names] + \
+        [SIGMA[k] / 2 for _ in hws for k in names]
+    for e in sorted(lin.engine_priors):
+        for k in lin.engine_priors[e]:
+            cols.append(("engine", e, k))
+            sig.append(ENGINE_SIGMA[k])
     return cols, np.array(sig)
-
-
-def framework_keys(lin: Linear) -> list[str]:
-    return sorted({f"fw:{f}" for f in lin.frameworks if f})
 
 
 def design(lin: Linear):
@@ -137,13 +179,30 @@ def design(lin: Linear):
     cols, sig = _columns(lin, hws)
     index = {c: j for j, c in enumerate(cols)}
     X = np.zeros((len(lin.r0), len(cols)))
-    fws = lin.frameworks or (None,) * len(lin.hardware)
     for i, h in enumerate(lin.hardware):
-        groups = ("all", get_hardware(h).kind, h) + ((f"fw:{fws[i]}",) if fws[i] else ())
+        kd = get_hardware(h).kind
+        e = lin.engines[i] if lin.engines else ""
+        if not fits_hardware(lin, i):
+            continue
         for j, k in enumerate(names):
-            for g in groups:
-                X[i, index[(g, k)]] = lin.J[i, j]
+            for key in (("all", k), (kd, k), (h, k)):
+                X[i, index[key]] = lin.J[i, j]
+    for i, e in enumerate(lin.engines):
+        for j, k in enumerate(ENGINE_SIGMA):
+            if e and ("engine", e, k) in index:
+                X[i, index[("engine", e, k)]] = lin.Je[i, j]
     return X, index, sig
+
+
+def fits_hardware(lin: Linear, i: int) -> bool:
+    """Whether row i moves hardware parameters (SERVING_FITS_HARDWARE): a training row always; a
+    serving row: 'all', or 'native' only when its engine has no efficiencies of its own (the
+    vendor's stack runs at the hardware's), or 'none'."""
+    e = lin.engines[i] if lin.engines else ""
+    if not e or SERVING_FITS_HARDWARE == "all":
+        return True
+    return SERVING_FITS_HARDWARE == "native" and not np.any(lin.Je[i])
+
 
 
 def solve(lin: Linear, mask: np.ndarray, iters: int = 4, r=None, theta0=None) -> tuple[dict, np.ndarray]:
@@ -176,23 +235,23 @@ def _params(lin: Linear, hws, index, theta) -> dict:
             lo, hi = BOUNDS[k]
             p[k] = float(min(max(lin.priors[h][k] * math.exp(d), lo), hi))
         out[h] = p
-    fw = {g[3:]: {k: float(theta[index[(g, k)]]) for k in SIGMA} for g in framework_keys(lin)}
-    if fw:
-        out[FRAMEWORK_KEY] = fw
+    for e, prior in lin.engine_priors.items():
+        out[f"engine:{e}"] = {k: float(min(max(v * math.exp(theta[index[("engine", e, k)]]), ENGINE_BOUNDS[k][0]),
+                                           ENGINE_BOUNDS[k][1])) for k, v in prior.items()}
     return out
 
 
-#: the key of a fit's framework terms: {framework: {param: log factor}} (frameworks.apply)
+#: the key of a fit's framework terms: {framework: {param: log factor}} (frameworks.apply). Per-
+#: framework terms are not fitted (frameworks.py says why and what was measured):
+#: a fit carries the key only when a caller adds terms
 FRAMEWORK_KEY = "__frameworks__"
 
 
 def full(lin: Linear, fitted: dict) -> dict:
-    """{hardware: prior <- fitted} for every hardware of the linearisation (what predict_row
-    takes), with the fit's framework terms (FRAMEWORK_KEY) when it has any."""
+    """{hardware: prior <- fitted} for every hardware of the linearisation, and the fitted engine
+    parameters {"engine:NAME": {...}} (what predict_row takes)."""
     out = {h: {**lin.priors[h], **fitted.get(h, {})} for h in lin.priors}
-    if FRAMEWORK_KEY in fitted:
-        out[FRAMEWORK_KEY] = fitted[FRAMEWORK_KEY]
-    return out
+    return {**out, **{k: v for k, v in fitted.items() if k.startswith("engine:") or k == FRAMEWORK_KEY}}
 
 
 def fit(lin: Linear, mask, points=None, predict=None, steps: int = CHORD_STEPS) -> dict:
