@@ -18,7 +18,7 @@ class Linear:
         self.a, self.b, self.c, self.d = a, b, c, d
         self.kv_capacity_tokens = kv_capacity_tokens
 
-    def time_s(self, prefill_tokens, decode_seqs, kv_tokens_read):
+    def time_s(self, prefill_tokens, decode_seqs, kv_tokens_read, **_):
         return (self.a + self.b * np.asarray(prefill_tokens, float) + self.c * np.asarray(decode_seqs, float)
                 + self.d * np.asarray(kv_tokens_read, float))
 
@@ -31,7 +31,7 @@ class Roofline(Linear):
         super().__init__(a=a, b=b, d=d, kv_capacity_tokens=kv_capacity_tokens)
         self.w = w
 
-    def time_s(self, prefill_tokens, decode_seqs, kv_tokens_read):
+    def time_s(self, prefill_tokens, decode_seqs, kv_tokens_read, **_):
         tokens = np.asarray(prefill_tokens, float) + np.asarray(decode_seqs, float)
         return self.a + np.maximum(self.b * tokens, self.w + self.d * np.asarray(kv_tokens_read, float))
 
@@ -60,8 +60,8 @@ def test_rate_to_zero_ttft_is_one_prefill_and_tpot_one_decode(policy):
     m = Linear(a=3e-3, b=1e-5, c=2e-4, d=1e-7)
     res = simulate(_trace(50, 0.01, prompt="700", output="64"), m, Scheduler(policy=policy))
     s = summarize(res.records)
-    assert s["median_ttft_ms"] == pytest.approx(1e3 * m.time_s(700, 0, 700), rel=1e-9)
-    ctx = 700 + np.arange(1, 64)  # the decode steps read 701 ... 763 tokens
+    assert s["median_ttft_ms"] == pytest.approx(1e3 * m.time_s(700, 0, 0), rel=1e-9)
+    ctx = 700 + np.arange(63)  # the decode steps read 700 ... 762 cached tokens
     assert s["median_tpot_ms"] == pytest.approx(1e3 * float(np.mean(m.time_s(0, 1, ctx))), rel=1e-9)
 
 

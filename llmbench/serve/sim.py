@@ -5,9 +5,12 @@ per-step cost model. Torch-free (numpy); `llmbench serve` runs it.
     res = simulate(trace, step_model, Scheduler(policy="continuous", max_num_seqs=256))
     summarize(res.records, slo=...)
 
-The step model is anything with `time_s(prefill_tokens, decode_seqs, kv_tokens_read)` (numpy
-arrays in, seconds out, element-wise) and `kv_capacity_tokens` (KV-cache tokens one replica holds):
-`llmbench.perfmodel.serving.step_model` builds it from the model, hardware, layout and engine.
+The step model is anything with `time_s(prefill_tokens, decode_seqs, kv_tokens_read, *,
+prefill_seqs, prefill_attn_pairs)` (numpy arrays in, seconds out, element-wise: prompt tokens
+processed, sequences decoding one token, cached tokens the attention reads, prompts whose last
+token is processed, causal query x key pairs of the prompt chunks) and `kv_capacity_tokens` (KV-cache
+tokens one replica holds): `llmbench.perfmodel.serving.step_model` builds it from the model,
+hardware, layout and engine.
 
 The engine, as vLLM, Orca and Sarathi-Serve describe theirs:
   - a request waits in a FCFS queue; it is admitted at a step boundary when a sequence slot
@@ -259,10 +262,14 @@ class _Replica:
     def _step(self, take: np.ndarray) -> None:
         """One step: each sequence processes `take` tokens (a decode 1, a prompt chunk more)."""
         on = take > 0
-        n_dec = int((on & (self.todo == 1) & (self.gen > 0)).sum())
-        kv = float((self.ctx + take)[on].sum())  # the KV tokens the step's attention reads
-        dt = float(self.step.time_s(np.array([float(take.sum() - n_dec)]), np.array([float(n_dec)]),
-                                    np.array([kv]))[0])
+        dec = on & (self.todo == 1) & (self.gen > 0)
+        pre = on & ~dec
+        c, p = take[pre].astype(np.float64), self.ctx[pre].astype(np.float64)
+        dt = float(self.step.time_s(
+            np.array([c.sum()]), np.array([float(dec.sum())]),
+            np.array([float(self.ctx[dec].sum() + p.sum())]),   # cached tokens read
+            prefill_seqs=np.array([float((take[pre] == self.todo[pre]).sum())]),  # prompts ending
+            prefill_attn_pairs=np.array([float((c * p + c * (c + 1) / 2).sum())]))[0])
         self._account(dt, int(self._need(take).sum()))
         self.ctx += take
         self.todo -= take
@@ -287,8 +294,9 @@ class _Replica:
         n = len(ctx)
         k_fin = int((self.out[sel] - self.gen[sel]).min())
         k = self._steps_with_blocks(ctx, blk, min(k_fin, MAX_RUN_STEPS))
-        kv = (float(ctx.sum()) + n) + n * _STEP_INDEX[:k]
-        t = self.clock + np.cumsum(self.step.time_s(_ZEROS[:k], np.full(k, float(n)), kv))
+        kv = float(ctx.sum()) + n * _STEP_INDEX[:k]  # cached tokens each step reads
+        t = self.clock + np.cumsum(self.step.time_s(_ZEROS[:k], np.full(k, float(n)), kv,
+                                                    prefill_seqs=_ZEROS[:k], prefill_attn_pairs=_ZEROS[:k]))
         if (force_cut or (not self.waiting and len(self.ids) < self.s.max_num_seqs)) and t[-1] > until_s:
             k = int(np.searchsorted(t, until_s, side="left")) + 1
             t = t[:k]
@@ -352,9 +360,12 @@ class _Replica:
             out.append(self.waiting.popleft())
         ids = np.asarray(out, np.int64)
         n, P, O = len(ids), int(r.prompt[ids].max()), int(r.output[ids].max())
-        t_pre = float(self.step.time_s(np.array([float(n * P)]), np.zeros(1), np.array([float(n * P)]))[0])
-        j = np.arange(1, O, dtype=np.float64)
-        dts = self.step.time_s(np.zeros(O - 1), np.full(O - 1, float(n)), n * (P + j))
+        t_pre = float(self.step.time_s(np.array([float(n * P)]), np.zeros(1), np.zeros(1),
+                                       prefill_seqs=np.array([float(n)]),
+                                       prefill_attn_pairs=np.array([n * P * (P + 1) / 2.0]))[0])
+        j = np.arange(O - 1, dtype=np.float64)
+        dts = self.step.time_s(np.zeros(O - 1), np.full(O - 1, float(n)), n * (P + j),
+                               prefill_seqs=np.zeros(O - 1), prefill_attn_pairs=np.zeros(O - 1))
         t = self.clock + t_pre + np.concatenate([[0.0], np.cumsum(dts)])  # t[m]: token m + 1
         self._account(float(t[-1] - self.clock), self.free - free)
         r.admitted[ids] = self.clock
