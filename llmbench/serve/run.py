@@ -103,6 +103,10 @@ def _layouts(d: Deployment, spec, hw):
     """(tp, pp) candidates, fewest devices first."""
     dpn = max(hw.interconnect.devices_per_node, 1) if hw.interconnect else 1
     kv = getattr(spec, "n_kv_heads", None) or spec.n_heads
+    if d.tp and (spec.n_heads % d.tp or kv % d.tp):
+        raise BadInput(f"--tp {d.tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} KV heads")
+    if d.pp and d.pp > spec.n_layers:
+        raise BadInput(f"--pp {d.pp} is more stages than {spec.name}'s {spec.n_layers} layers")
     tps = [d.tp] if d.tp else [t for t in TPS if t <= dpn and spec.n_heads % t == 0 and kv % t == 0]
     pps = [d.pp] if d.pp else range(1, spec.n_layers + 1)
     out = sorted(((tp, pp) for tp in tps for pp in pps), key=lambda x: (x[0] * x[1], x[1]))
