@@ -51,7 +51,7 @@ def register(cli) -> None:
 
 
 def add_deployment_options(p, hardware_required: bool) -> None:
-    from llmbench.serve.run import Deployment
+    from llmbench.serve.config import Deployment
 
     d = lambda n: _default(Deployment, n)  # noqa: E731
     g = p.add_argument_group("what serves")
@@ -79,7 +79,7 @@ def add_deployment_options(p, hardware_required: bool) -> None:
 
 
 def add_load_options(p) -> None:
-    from llmbench.serve.run import Load
+    from llmbench.serve.config import Load
 
     d = lambda n: _default(Load, n)  # noqa: E731
     g = p.add_argument_group("what arrives (one of --rate, --max-concurrency, --trace)")
@@ -110,7 +110,7 @@ def _concurrency(text: str) -> int:
 
 
 def _requests(text: str) -> int:
-    from llmbench.serve.trace import MAX_REQUESTS
+    from llmbench.serve.config import MAX_REQUESTS
 
     try:
         v = int(text)
@@ -135,7 +135,7 @@ def slo_of(a):
 
 
 def deployment_of(a, hardware: str | None = None):
-    from llmbench.serve.run import Deployment
+    from llmbench.serve.config import Deployment
 
     return Deployment(model=a.model, hardware=hardware or a.hardware, devices=a.devices, tp=a.tp, pp=a.pp,
                       precision=a.precision, engine=a.engine, kv_precision=a.kv_precision, policy=a.policy,
@@ -145,7 +145,7 @@ def deployment_of(a, hardware: str | None = None):
 
 def loads_of(a) -> list:
     """One Load per rate of the sweep (or the one load a concurrency or a trace gives)."""
-    from llmbench.serve.run import Load
+    from llmbench.serve.config import Load
 
     if a.trace is not None and a.rate is not None:
         raise BadInput("give --trace or --rate, not both (a trace has its own arrival times)")
