@@ -215,21 +215,11 @@ def _write_out(path: str, res: dict, load, many: bool) -> None:
 
 
 def record(res: dict, load, db) -> str:
-    """The result in the results store: a point naming what ran and the load (suite serve, source
-    predicted), the summary as metrics, the per-request records in its environment."""
+    """The result in the results store (serve/run.py result_row: suite serve, source predicted)."""
     from llmbench.results.safe import record_or_save
+    from llmbench.serve.run import result_row
 
-    rec = res["_sim"].records
-    point = {"suite": "serve", **{k: res[k] for k in ("model", "hardware", "devices", "tp", "pp", "replicas",
-                                                        "precision", "kv_precision", "engine", "mode")},
-             "scheduler": res["scheduler"], "request_rate": res["request_rate"], "burstiness": load.burstiness,
-             "max_concurrency": load.max_concurrency, "trace": res["trace"]["source"],
-             "requests": res["trace"]["requests"], "slo": res["slo"]}
-    metrics = {k: v for k, v in res.items() if k not in point and k not in ("_sim", "trace", "scheduler")}
-    per_request = {k: getattr(rec, k).tolist() for k in
-                   ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
-    return record_or_save(db, point, source="predicted", status="ok", metrics=metrics,
-                          environment={"tool": "llmbench.serve.sim", "requests": per_request})
+    return record_or_save(db, **result_row(res, load))
 
 
 def _print_header(r: dict, d) -> None:

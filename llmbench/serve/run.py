@@ -112,3 +112,20 @@ def describe(d: Deployment, sm, sched: Scheduler, load: Load, trace: tr.Trace, s
             "burstiness": load.burstiness, "max_concurrency": load.max_concurrency,
             "trace": trace.describe(),
             "slo": None if slo is None or not slo.given() else asdict(slo)}
+
+
+def result_row(res: dict, load: Load) -> dict:
+    """A `run` result as a results-store row (ResultsDB.record's arguments): a point naming what
+    ran and the load (suite serve, source predicted), the summary as metrics, the per-request
+    records in its environment."""
+    rec = res["_sim"].records
+    point = {"suite": "serve", **{k: res[k] for k in ("model", "hardware", "devices", "tp", "pp", "replicas",
+                                                        "precision", "kv_precision", "engine", "mode")},
+             "scheduler": res["scheduler"], "request_rate": res["request_rate"], "burstiness": load.burstiness,
+             "max_concurrency": load.max_concurrency, "trace": res["trace"]["source"],
+             "requests": res["trace"]["requests"], "slo": res["slo"]}
+    metrics = {k: v for k, v in res.items() if k not in point and k not in ("_sim", "trace", "scheduler", "key")}
+    per_request = {k: getattr(rec, k).tolist() for k in
+                   ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
+    return {"point": point, "source": "predicted", "status": "ok", "metrics": metrics,
+            "environment": {"tool": "llmbench.serve.sim", "requests": per_request}}
