@@ -25,7 +25,7 @@ import numpy as np
 from llmbench.serve.config import Deployment, Load
 from llmbench.serve.metrics import Slo
 from llmbench.serve.plan import plan_serve
-from llmbench.serve.run import run
+from llmbench.serve.run import make_trace, run
 
 LENGTHS = dict(prompt_len="lognormal:1000,500", output_len="lognormal:200,100")
 
@@ -61,7 +61,7 @@ def main() -> None:
     }
     rows = []
     for name, (d, load) in cases.items():
-        trace = load.make_trace()  # generated outside the timing: the simulator alone
+        trace = make_trace(load)  # generated outside the timing: the simulator alone
         wall, cpu, res = _time(lambda: run(d, load, Slo(ttft_ms=500, tpot_ms=50), trace=trace), a.reps)
         rows.append({"case": name, "requests": len(trace), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                      "engine_steps": res["engine_steps"], "request_throughput": round(res["request_throughput"], 2),

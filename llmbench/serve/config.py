@@ -49,14 +49,3 @@ class Load:
             raise BadInput(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
         if not 1 <= self.requests <= MAX_REQUESTS:
             raise BadInput(f"--requests must be in [1, {MAX_REQUESTS:,}], got {self.requests:,}")
-
-    def make_trace(self):
-        """The requests: the trace file's first `requests`, or generated (serve/trace.py)."""
-        from llmbench.serve import trace as tr
-
-        if self.trace is not None:
-            return tr.read_trace(self.trace, max_requests=self.requests)
-        return tr.synthetic(self.requests, rate_per_s=self.rate_per_s, burstiness=self.burstiness,
-                            prompt=tr.parse_length(self.prompt_len, "--prompt-len", "prompt_tokens"),
-                            output=tr.parse_length(self.output_len, "--output-len", "output_tokens"),
-                            seed=self.seed)

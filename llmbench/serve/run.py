@@ -20,6 +20,16 @@ from llmbench.serve.sim import Scheduler, SimResult, simulate
 TPS = (1, 2, 4, 8, 16)
 
 
+def make_trace(load: Load) -> tr.Trace:
+    """The requests of `load`: the trace file's first `requests`, or generated (serve/trace.py)."""
+    if load.trace is not None:
+        return tr.read_trace(load.trace, max_requests=load.requests)
+    return tr.synthetic(load.requests, rate_per_s=load.rate_per_s, burstiness=load.burstiness,
+                        prompt=tr.parse_length(load.prompt_len, "--prompt-len", "prompt_tokens"),
+                        output=tr.parse_length(load.output_len, "--output-len", "output_tokens"),
+                        seed=load.seed)
+
+
 def _hw_spec(d: Deployment):
     from llmbench.hardware import get_hardware
     from llmbench.point import Workload
@@ -90,7 +100,7 @@ def scheduler(d: Deployment, sm, load: Load) -> Scheduler:
 
 def run(d: Deployment, load: Load, slo: Slo | None = None, trace: tr.Trace | None = None) -> dict:
     """Simulate `load` on `d`: the summary (benchmark_serving keys) and what ran."""
-    trace = trace if trace is not None else load.make_trace()
+    trace = trace if trace is not None else make_trace(load)
     need = int((trace.prompt_tokens + trace.output_tokens).max())
     sm = replica(d, min(need, 1 << 20))
     sched = scheduler(d, sm, load)
