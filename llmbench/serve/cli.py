@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import fields
 
 from llmbench._cliutil import add_db, add_json, emit_json, float_in, int_in, pairs, table
@@ -181,7 +182,7 @@ def serve_cmd(a) -> None:
         results.append({k: v for k, v in res.items() if k != "_sim"})
     if a.json:
         return emit_json(results[0] if len(results) == 1 else {"sweep": results})
-    _print_header(results[0], d)
+    _print_header(results[0], d, sweep=len(results) > 1)
     if len(results) == 1:
         return _print_one(results[0])
     _print_sweep(results)
@@ -222,7 +223,7 @@ def record(res: dict, load, db) -> str:
     return record_or_save(db, **result_row(res, load))
 
 
-def _print_header(r: dict, d) -> None:
+def _print_header(r: dict, d, sweep: bool = False) -> None:
     s = r["scheduler"]
     lay = f"tp {r['tp']} x pp {r['pp']}" + (f", {r['mode']}" if r["mode"] != "resident" else "")
     pairs([("serve", f"{r['model']} on {r['devices']} x {r['hardware']} ({r['replicas']} replica(s) of {lay}), "
@@ -230,12 +231,12 @@ def _print_header(r: dict, d) -> None:
            ("engine", f"{r['engine']}: {s['policy']} batching, max {s['max_num_seqs']} seqs, "
                       f"{s['max_batched_tokens']:,} tokens/step, KV {r['kv_precision']} in {s['block_tokens']}-token "
                       f"blocks, {r['kv_capacity_tokens']:,} tokens per replica"),
-           ("requests", _load_text(r))])
+           ("requests", _load_text(r, sweep))])
 
 
-def _load_text(r: dict) -> str:
+def _load_text(r: dict, sweep: bool = False) -> str:
     t = r["trace"]
-    src = t["source"]
+    src = re.sub(r"rate=\S+ ", "rate as listed, ", t["source"]) if sweep else t["source"]
     conc = f", at most {r['max_concurrency']} in flight" if r["max_concurrency"] else ""
     return (f"{t['requests']:,} ({src}){conc}; mean prompt {t['mean_prompt_tokens']:,.0f}, "
             f"output {t['mean_output_tokens']:,.0f} tokens")
