@@ -359,13 +359,18 @@ def print_plan(res: dict) -> None:
     rows = [(str(i), c["hardware"], c["engine"], _lay(c), str(c["replicas"]), str(c["devices"]), str(c["max_num_seqs"]),
              f"{c['simulated']['p99_ttft_ms']:,.0f}", f"{c['simulated']['p99_tpot_ms']:,.1f}", _f(c["usd_per_mtok_output"]),
              _f(c["j_per_output_token"])) for i, c in enumerate(res["layouts"], 1)]
-    table("meeting the SLOs (simulated)", cols, rows, right=cols[4:])
+    if rows:
+        table("meeting the SLOs (simulated)", cols, rows, right=cols[4:])
+    else:
+        print(f"no layout met the SLOs in the simulator ({res['simulated']} simulated): loosen the SLOs, "
+              "lower the rate, or add --hardware")
     cols = ("hardware", "engine", "replica", "replicas", "devices", "max seqs", "req/s per replica", "USD/M out tok",
             "J/out tok")
     rows = [(c["hardware"], c["engine"], _lay(c), str(c["replicas"]), str(c["devices"]), str(c["max_num_seqs"]),
              f"{c['screen_rate_per_replica']:,.2f}", _f(c["usd_per_mtok_output"]), _f(c["j_per_output_token"]))
             for c in res["best_per_hardware"]]
-    table("best of each hardware (screen, not simulated)", cols, rows, right=cols[3:])
+    if rows:
+        table("best of each hardware (screen, not simulated)", cols, rows, right=cols[3:])
     if res["no_candidate"]:
         print(f"no layout meets the SLOs on: {', '.join(res['no_candidate'])}")
     print("cost: the catalog's price per device-hour (source in each hardware file); 'no price': none listed")
