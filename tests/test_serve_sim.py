@@ -158,3 +158,21 @@ def test_round_robin_replicas_run_alone_exactly_as_in_lockstep(monkeypatch):
     # equal up to rounding (a run cut in two sums its step times in another order)
     assert np.allclose(alone.records.finish_s, lock.records.finish_s, rtol=1e-12, atol=1e-9)
     assert alone.preemptions == lock.preemptions
+
+
+def test_decode_runs_timed_from_checked_lines_equal_the_step_model():
+    """sim._DecodeLines: decode steps from the step model's own compute and memory terms at two kv,
+    checked; the same times as calling perfmodel/serving.py step by step."""
+    from llmbench.serve.config import Deployment
+    from llmbench.serve.run import replica
+    from llmbench.serve.sim import _DecodeLines
+
+    for hw in ("h100-sxm", "cs3", "mi300x"):
+        sm = replica(Deployment(model="llama-3.1-8b", hardware=hw))
+        lines = _DecodeLines(sm)
+        for n in (1, 16, 256):
+            c0, c1, m0, m1, rest = lines[n]
+            kv = n * np.array([100.0, 2000.0, 30000.0])
+            want = sm.time_s(np.zeros(3), np.full(3, float(n)), kv, prefill_seqs=np.zeros(3), prefill_attn_pairs=np.zeros(3))
+            assert np.allclose(np.maximum(c0 + c1 * kv, m0 + m1 * kv) + rest, want, rtol=1e-12)
+    assert _DecodeLines(Linear())[4] is None  # no parts(): called step by step

@@ -93,6 +93,42 @@ class SimResult:
     extra: dict = field(default_factory=dict)
 
 
+class _DecodeLines(dict):
+    """n -> the decode step of n sequences as exact lines in the cached tokens read, kv:
+    (compute c0 + c1 kv, memory m0 + m1 kv, the rest), its time max(compute, memory) + the rest,
+    as perfmodel/serving.py composes it. Each n is checked against the model's own time_s at
+    several kv (both ends, the lines' crossing); a model without parts(), or one that fails the
+    check, is called step by step (None). Why: a decode run's steps then cost no model call."""
+
+    KV_FIT = 1e6
+    KV_CHECK = (0.0, 3.3e5, 4e7)
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step if hasattr(step, "parts") else None
+
+    def __missing__(self, n: int):
+        self[n] = self._fit(n) if self.step is not None else None
+        return self[n]
+
+    def _parts(self, n: int, kv: float):
+        return self.step.parts(0.0, float(n), kv, prefill_seqs=0.0, prefill_attn_pairs=0.0)
+
+    def _fit(self, n: int):
+        a, b = self._parts(n, 0.0), self._parts(n, self.KV_FIT)
+        rest = float(a.comm_s) + float(a.overhead_s)
+        if rest != float(b.comm_s) + float(b.overhead_s):
+            return None
+        c0, m0 = float(a.compute_s), float(a.memory_s)
+        c1, m1 = (float(b.compute_s) - c0) / self.KV_FIT, (float(b.memory_s) - m0) / self.KV_FIT
+        checks = list(self.KV_CHECK) + ([(c0 - m0) / (m1 - c1)] if m1 != c1 and (c0 - m0) / (m1 - c1) > 0 else [])
+        for kv in checks:
+            want = float(self.step.time_s(0.0, float(n), kv, prefill_seqs=0.0, prefill_attn_pairs=0.0))
+            if not math.isclose(max(c0 + c1 * kv, m0 + m1 * kv) + rest, want, rel_tol=1e-9, abs_tol=1e-15):
+                return None
+        return c0, c1, m0, m1, rest
+
+
 class _Requests:
     """Every request's record, as arrays (index = request id); the replicas hold the state of the
     sequences they run in their own compact arrays and write back here on finish or preemption."""
@@ -128,6 +164,7 @@ class _Replica:
 
     def __init__(self, idx: int, reqs: _Requests, step, sched: Scheduler, total_blocks: int):
         self.idx, self.r, self.step, self.s = idx, reqs, step, sched
+        self.lines = _DecodeLines(step)
         self.bt = sched.block_tokens
         self.total = self.free = total_blocks
         self.clock = 0.0
@@ -320,6 +357,11 @@ class _Replica:
 
     def _decode_times(self, n: int, kv0: float, k: int) -> np.ndarray:
         """Durations of k decode steps of n sequences holding kv0 cached tokens at the first."""
+        lines = self.lines[n]
+        if lines:
+            c0, c1, m0, m1, rest = lines
+            kv = kv0 + n * _STEP_INDEX[:k]
+            return np.maximum(c0 + c1 * kv, m0 + m1 * kv) + rest
         if k <= SCALAR_STEPS:
             return np.array([float(self.step.time_s(0.0, float(n), kv0 + n * j, prefill_seqs=0.0,
                                                     prefill_attn_pairs=0.0)) for j in range(k)])
