@@ -176,3 +176,17 @@ def test_decode_runs_timed_from_checked_lines_equal_the_step_model():
             want = sm.time_s(np.zeros(3), np.full(3, float(n)), kv, prefill_seqs=np.zeros(3), prefill_attn_pairs=np.zeros(3))
             assert np.allclose(np.maximum(c0 + c1 * kv, m0 + m1 * kv) + rest, want, rtol=1e-12)
     assert _DecodeLines(Linear())[4] is None  # no parts(): called step by step
+
+
+@pytest.mark.parametrize("policy", ["continuous", "chunked", "static"])
+def test_every_token_after_the_first_has_one_itl_and_blocks_come_back(policy):
+    res = simulate(_trace(300, 80, output="lognormal:200,150", seed=4),
+                   Linear(a=3e-3, b=2e-6, c=1e-4, kv_capacity_tokens=30_000), Scheduler(policy=policy, max_num_seqs=64))
+    rec = res.records
+    assert rec.completed().all() and res.extra["leaked_blocks"] == 0
+    assert len(rec.itl_s) == int((rec.output_tokens - 1).sum()) and (rec.itl_s > 0).all()
+    # a request's ITLs add up to its decode time: E2EL - TTFT (static: the batch's end, not later)
+    total = float((rec.finish_s - rec.first_token_s).sum())
+    assert float(rec.itl_s.sum()) <= total + 1e-6
+    if policy != "static":
+        assert float(rec.itl_s.sum()) == pytest.approx(total, rel=1e-9)
