@@ -28,7 +28,7 @@ from llmbench.streaming import cli as streaming_cli
 from llmbench.studies import cli as studies_cli
 
 AREAS = (models_cli, hardware_cli, perfmodel_cli, measure_cli, streaming_cli, studies_cli,
-         results_cli, report_cli, serve_cli)  # serve_cli after perfmodel_cli: it adds `plan serve`
+         results_cli, serve_cli)  # serve_cli after perfmodel_cli: it adds `plan serve`
 #: errors at a user border: bad options or files, a file system that refuses (sqlite3.Error too)
 USER_ERRORS = (ValueError, KeyError, OSError, UnicodeError, RecursionError, MemoryError)
 
@@ -48,6 +48,7 @@ def build() -> Parser:
     root = Group(p)
     for area in AREAS:
         area.register(root)
+    report_cli.register(root, predict_missing=studies_cli.predict_missing)  # report imports no engine
     return p
 
 

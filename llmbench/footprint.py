@@ -64,6 +64,11 @@ class State:
     """fp32 gradients the optimizer reads, beside the compute-precision ones"""
     moments: Kind = Kind(8.0)
     """Adam's two fp32 moments"""
+    tensor_bytes: float = 0.0
+    """optimizer bytes per parameter tensor: torch.optim.AdamW's `step`, a float32 scalar
+    tensor per parameter (torch/optim/adamw.py _init_group); sharded with the moments by
+    ZeroRedundancyOptimizer (it keeps its own parameters' state only), on every rank under FSDP2"""
+    tensor_zero: int = NEVER
     gathered: bool = False
     """FSDP's unsharded compute-precision copy of the weights (a buffer): every layer from forward
     to backward at ZeRO 2 (reshard_after_forward=False), the layer computed and the one prefetched
@@ -86,17 +91,19 @@ STATE = {
     "mixed": State(weights=Kind(None, 3), grads=Kind(None, 2), master=Kind(4.0, 1, True), moments=Kind(8.0, 1),
                    runs="Megatron-LM, DeepSpeed; predict's default on every hardware",
                    source="ZeRO arXiv:1910.02054 Sec. 3.1 (2 + 2 + 12 bytes/param in bf16) and Sec. 5"),
-    "autocast": State(weights=Kind(4.0, 3), grads=Kind(4.0, 2), moments=Kind(8.0, 1),
+    "autocast": State(weights=Kind(4.0, 3), grads=Kind(4.0, 2), moments=Kind(8.0, 1), tensor_bytes=4.0,
+                      tensor_zero=1,
                       runs="measure train, ZeRO 0-1: fp32 parameters under torch.autocast, DDP, "
                            "ZeroRedundancyOptimizer (measure/parallel_train.py)",
                       source="torch.amp autocast keeps parameters fp32; ZeroRedundancyOptimizer shards "
                              "the optimizer state only"),
-    "fsdp2": State(weights=Kind(4.0, 2), grads=Kind(4.0, 2), moments=Kind(8.0, 2), gathered=True,
+    "fsdp2": State(weights=Kind(4.0, 2), grads=Kind(4.0, 2), moments=Kind(8.0, 2), tensor_bytes=4.0,
+                   gathered=True,
                    runs="measure train, ZeRO 2-3: FSDP2 fully_shard, MixedPrecisionPolicy(param s, reduce fp32)",
                    source="torch.distributed.fsdp.fully_shard: sharded fp32 parameters, gradients and "
                           "optimizer state; reshard_after_forward=False keeps every layer gathered"),
     "masters": State(weights=Kind(None), grads=Kind(None), master=Kind(4.0, NEVER, True),
-                     master_grads=Kind(4.0, NEVER, True),
+                     master_grads=Kind(4.0, NEVER, True), tensor_bytes=4.0,
                      runs="stream compare's ResidentTrainer (fp32: 16, bf16/fp16: 20 bytes/param)",
                      source="streaming/trainers.py ResidentTrainer: AdamW on fp32 masters fed upcast grads"),
     "streamed": State(weights=Kind(None), grads=Kind(None), master=Kind(4.0), moments=Kind(8.0),
@@ -182,9 +189,11 @@ def kv_bytes_per_token(spec, precision: str) -> float:
 # ---------------------------------------------------------------- training
 
 def state_totals(spec, precision: str, runtime: str = "mixed") -> dict[str, float]:
-    """{kind: bytes} of the whole model's state on `runtime`, before any split or sharding."""
+    """{kind: bytes} of the whole model's state on `runtime`, before any split or sharding
+    ("measure": autocast's, the same totals as fsdp2's; the two shard them differently)."""
     P = _counts(spec)[0]
-    return {k: P * b for k, b in STATE[runtime].bytes_per_param(precision_bytes(precision)).items()}
+    st = STATE["autocast" if runtime == "measure" else runtime]
+    return {k: P * b for k, b in st.bytes_per_param(precision_bytes(precision)).items()}
 
 
 def sharded(total, expert_share, g, stage: int, xp):
@@ -221,20 +230,23 @@ def _gathered(st: State, spec, g, s: float, xp):
 
 
 def training(spec, g, precision: str, runtime: str = "mixed", xp=Scalar, *, acts=None,
-             stream_layer_params=None) -> Footprint:
+             stream_layer_params=None, tensors: int = 0) -> Footprint:
     """Bytes per device of one training step of grid `g` (a llmbench.grid.Grid, floats or arrays)
     on `runtime` (a STATE name, or "measure": what measure train runs at g.zero). Weight
     streaming (g.streaming): two layers' weights double-buffered on the device
     (stream_layer_params each, default the mean layer), the state in the store (this device's
-    data-parallel share)."""
+    data-parallel share). tensors: the runtime's parameter tensors (what its per-tensor optimizer
+    bytes count; 0 leaves them out: a few KB)."""
     if runtime == "measure":
-        a, f = (training(spec, g, precision, r, xp, acts=acts) for r in ("autocast", "fsdp2"))
-        return Footprint(**{k.name: xp.where(g.zero >= 2, getattr(f, k.name), getattr(a, k.name))
+        a, f = (training(spec, g, precision, r, xp, acts=acts, tensors=tensors) for r in ("autocast", "fsdp2"))
+        from_zero = MEASURE_RUNTIME.index("fsdp2")
+        return Footprint(**{k.name: xp.where(g.zero >= from_zero, getattr(f, k.name), getattr(a, k.name))
                             for k in fields(Footprint)})
     st, s = STATE[runtime], precision_bytes(precision)
     totals = state_totals(spec, precision, runtime)
     fe = _counts(spec)[1]
     kinds = {k: sharded(v, fe, g, st.zero_stage(k), xp) for k, v in totals.items()}
+    kinds["optimizer"] = kinds["optimizer"] + tensors * st.tensor_bytes / xp.where(g.zero >= st.tensor_zero, g.dp, 1.0)
     act, logits = activations(spec, g, acts or act_per_seq(spec, int(g.seq), precision), xp)
     layer = _counts(spec)[2] if stream_layer_params is None else stream_layer_params
     on = g.streaming

@@ -38,9 +38,7 @@ ENGINES = ("perfmodel", "measure", "streaming", "serve")
 #: module circles inside an area (function-level imports), known and left to their areas' owners;
 #: a new circle fails the test
 KNOWN_CIRCLES = [
-    {"llmbench.hardware.spec", "llmbench.hardware.userfile"},
     {"llmbench.models", "llmbench.models.counting", "llmbench.models.moe"},
-    {"llmbench.measure.mla", "llmbench.measure.modeling", "llmbench.measure.moe"},
 ]
 
 
@@ -206,6 +204,43 @@ def test_the_checker_sees_a_violation():
                            "llmbench.report.probe imports subprocess"]
     assert floor("llmbench.results.store") < floor("llmbench.studies.runner")  # results -> studies is up
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+
+#: the per-model memory formulas of models/counting: only footprint.py turns them into bytes per
+#: device (docs/architecture.md "Memory"); an engine asks footprint
+MEMORY_FORMULAS = ("activation_bytes_per_layer", "training_memory_bytes", "kv_cache_bytes",
+                   "kv_cache_bytes_per_token")
+
+
+def _is_counting(node) -> bool:
+    """`counting` or `<...>.counting` (a module attribute, not a metric field of that name)."""
+    return (isinstance(node, ast.Name) and node.id == "counting") or \
+        (isinstance(node, ast.Attribute) and node.attr == "counting")
+
+
+def memory_formula_uses(sources: dict[Path, str | None]) -> list[str]:
+    """Modules outside models/ and footprint.py that import or call a memory formula."""
+    bad = []
+    for path, text in sources.items():
+        name = _name(path)
+        if name == "llmbench.footprint" or area(name) == "models":
+            continue
+        for node in ast.walk(ast.parse(path.read_text() if text is None else text, str(path))):
+            used = ([a.name for a in node.names] if isinstance(node, ast.ImportFrom)
+                    else [node.attr] if isinstance(node, ast.Attribute) and _is_counting(node.value) else [])
+            bad += [f"{name} uses {u}" for u in used if u in MEMORY_FORMULAS]
+    return bad
+
+
+def test_only_footprint_turns_counts_into_memory():
+    assert memory_formula_uses({p: None for p in modules().values()}) == []
+    probe = PKG / "streaming" / "probe.py"
+    src = ("from llmbench.models.counting import kv_cache_bytes_per_token\n"
+           "def f(spec):\n    from llmbench.models import counting\n"
+           "    return counting.activation_bytes_per_layer(spec, 1, 1)\n")
+    assert memory_formula_uses({probe: src}) == ["llmbench.streaming.probe uses kv_cache_bytes_per_token",
+                                                 "llmbench.streaming.probe uses activation_bytes_per_layer"]
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def test_ceilings_json_saves_profile_and_records_a_workload(tmp_path, capsys, mo
     code, out, err = run_main(capsys, "measure", "ceilings", "--device", "cpu", "--size", "64", "--repeats",
                               "1", "--no-save", "--no-record")
     assert code == 0 and "GEMM square" in out and "copy" in out and "saved profile" not in out
-    from llmbench.hardware.spec import clear_cache
+    from llmbench.hardware.lookup import clear_cache
     clear_cache()
 
 

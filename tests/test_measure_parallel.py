@@ -161,6 +161,30 @@ def test_two_processes_every_layout_equals_one_process():
     assert runs["zero1"]["optimizer_state_bytes_max_rank"] * 2 == pytest.approx(
         runs["ddp"]["optimizer_state_bytes_max_rank"], rel=1e-2)
     assert out["oom"]["status"] == "oom"  # every rank returns it; the next layout would run
+    _declared_state_is_allocated(runs)
+
+
+def _declared_state_is_allocated(runs):
+    """The largest rank's parameter and optimizer bytes at world 2 are footprint's, to the byte,
+    for DDP and FSDP2 (the tiny model's dims are even: FSDP2 pads nothing); ZeroRedundancyOptimizer
+    assigns whole parameters to ranks, so its largest rank holds a little more than half."""
+    from llmbench import footprint
+    from llmbench.grid import Grid
+
+    spec = tiny_spec("gpt")
+    n = len(list(build_model(spec, meta=True).parameters()))
+
+    def declared(zero):
+        g = Grid(batch=4.0, seq=32.0, devices=2.0, tp=1.0, pp=1.0, micro_batch=2.0, sparsity=0.0,
+                 zero=float(zero), recompute=0.0, offload=0.0)
+        return footprint.training(spec, g, "fp32", "measure", tensors=n)
+
+    for name, zero in (("ddp", 0), ("fsdp_zero2", 2), ("fsdp_zero3", 3)):
+        f, r = declared(zero), runs[name]
+        assert (r["param_bytes_max_rank"], r["optimizer_state_bytes_max_rank"]) == (f.weights, f.master + f.optimizer), name
+    z1 = declared(1)
+    assert runs["zero1"]["param_bytes_max_rank"] == z1.weights
+    assert runs["zero1"]["optimizer_state_bytes_max_rank"] == pytest.approx(z1.optimizer, rel=1e-2)
 
 
 @pytest.mark.slow

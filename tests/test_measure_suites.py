@@ -26,7 +26,7 @@ def measure(suite, model, run=CPU, **kw):
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    from llmbench.hardware.spec import clear_cache
+    from llmbench.hardware.lookup import clear_cache
     monkeypatch.setenv("LLMBENCH_HOME", str(tmp_path))
     clear_cache()
     yield tmp_path
@@ -177,7 +177,7 @@ def test_ceilings_in_base_units_saved_and_used_by_block(home):
     g = m["gemm_flops_per_s"]["fp32"]
     assert g["min"] <= g["median"] <= g["max"] and info["gemm_shape"] == [256, 256, 256]
     assert m["layer_gemm_flops_per_s"]["fp32"] > 0 and m["copy_bytes_per_s"]["max"] > 0
-    from llmbench.hardware.spec import clear_cache, get_hardware
+    from llmbench.hardware.lookup import clear_cache, get_hardware
     clear_cache()
     hw = get_hardware("cpu")
     assert hw.peak("fp32") == pytest.approx(g["max"])

@@ -260,11 +260,16 @@ def test_calibrate_from_the_results_store(tmp_path):
     assert rep["fit_mean_abs_error"] < 0.02
 
 
-def test_serving_metrics_not_predicted_yet_are_skipped_with_a_reason():
+def test_every_serving_metric_is_predicted_tpot_as_the_decode_step():
     row = {"id": "x", "task": "infer", "metric": "time_per_output_token_s", "value": "0.02", "system": "h100-sxm",
-           "model": "llama-3.1-8b"}
-    assert predict_row(row) is None
+           "model": "llama-3.1-8b", "batch": "1", "seq_len": "128", "gen_len": "128", "devices": "1",
+           "engine": "vllm"}
     from llmbench.perfmodel.validate import skip_reason
-    assert "not predicted yet" in skip_reason(row)
-    assert skip_reason({**row, "metric": "tokens_per_s"}) == ""
-    assert skip_reason({**row, "task": "train", "metric": "samples_per_s"}) == ""
+
+    tpot = predict_row(row)
+    per_user = predict_row({**row, "metric": "decode_tokens_per_s_per_seq"})
+    assert skip_reason(row) == "" and tpot == pytest.approx(1.0 / per_user)
+    assert predict_row({**row, "engine": "trtllm"}) != pytest.approx(tpot)  # the row's engine is used
+    rps = predict_row({**row, "metric": "samples_per_s", "batch": "8"})
+    tps = predict_row({**row, "metric": "tokens_per_s", "batch": "8"})
+    assert rps == pytest.approx(tps / 128)

@@ -18,7 +18,7 @@ from llmbench.models import get_model
 from llmbench.point import Workload
 from llmbench.results import ResultsDB
 from llmbench.results.published import published_rows
-from llmbench.studies.feasibility import LocalDevice, estimate_memory_bytes, skip_reason
+from llmbench.studies.feasibility import LocalDevice, memory_bytes, skip_reason
 from llmbench.studies.runner import plan_study, resolve, run_study
 from llmbench.studies.spec import load_spec, studies
 
@@ -90,8 +90,8 @@ def test_every_study_is_shipped_and_parses():
             assert p.workload.precision, (name, p)  # every shipped point says its precision
             p.workload.spec()  # builds: preset exists, resize valid
         # quick points are smaller (less memory) than the largest full point: they fit a CPU
-        fq = [estimate_memory_bytes(resolve(p.workload, CPU)) for p in quick]
-        ff = [estimate_memory_bytes(resolve(p.workload, CPU)) for p in full]
+        fq = [memory_bytes(resolve(p.workload, CPU)) for p in quick]
+        ff = [memory_bytes(resolve(p.workload, CPU)) for p in full]
         assert max(fq) < max(ff), name
         assert all(p.workload.precision == "fp32" for p in quick if s.suite != "block"), name
         assert all(m < 2 * 2**30 for m in fq), name
@@ -207,13 +207,13 @@ def test_memory_estimate_grows_and_counts_model_state():
     small = _pt(resize={})
     # fp32 Adam: weights + grads + 2 moments = 16 bytes per parameter, at least
     from llmbench.models.counting import param_count
-    assert estimate_memory_bytes(small) > 16 * param_count(get_model("gpt2-small"))
-    assert estimate_memory_bytes(_pt(batch=8)) > estimate_memory_bytes(_pt(batch=2))
-    assert estimate_memory_bytes(_pt(seq_len=512)) > estimate_memory_bytes(_pt(seq_len=128))
+    assert memory_bytes(small) > 16 * param_count(get_model("gpt2-small"))
+    assert memory_bytes(_pt(batch=8)) > memory_bytes(_pt(batch=2))
+    assert memory_bytes(_pt(seq_len=512)) > memory_bytes(_pt(seq_len=128))
     # a replica holds its micro-batch: 8 sequences over 4 micro-steps take the memory of 2
-    assert estimate_memory_bytes(_pt(batch=8, grad_accum=4)) == estimate_memory_bytes(_pt(batch=2))
+    assert memory_bytes(_pt(batch=8, grad_accum=4)) == memory_bytes(_pt(batch=2))
     infer = _pt(suite="infer", model="bert-base", resize={})
-    assert estimate_memory_bytes(infer) < estimate_memory_bytes(_pt(model="bert-base", resize={}))
+    assert memory_bytes(infer) < memory_bytes(_pt(model="bert-base", resize={}))
 
 
 def test_resolve_fills_what_this_machine_runs():

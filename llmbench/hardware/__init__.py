@@ -9,10 +9,11 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    **dict.fromkeys(("HardwareSpec", "Interconnect", "MemoryTier", "UnknownHardware", "catalog", "clear_cache",
-                     "delete_profile", "get_hardware", "llmbench_home", "load_file", "profile_path",
-                     "save_profile"), "spec"),
-    **dict.fromkeys(("UserFileCheck", "check_user_file", "init_toml", "load_user_file"), "userfile"),
+    **dict.fromkeys(("HardwareSpec", "Interconnect", "MemoryTier", "UnknownHardware", "llmbench_home",
+                     "load_file", "profile_path"), "spec"),
+    **dict.fromkeys(("catalog", "clear_cache", "delete_profile", "get_hardware", "init_toml", "save_profile"),
+                    "lookup"),
+    **dict.fromkeys(("UserFileCheck", "check_user_file", "load_user_file"), "userfile"),
 }
 __all__ = sorted(_EXPORTS)
 

@@ -29,7 +29,7 @@ def register(cli) -> None:
 
 def hardware_init(a) -> None:
     """Print a catalog entry as TOML, the start of a file for your own accelerator."""
-    from llmbench.hardware.userfile import init_toml
+    from llmbench.hardware.lookup import init_toml
 
     print(init_toml(a.like, a.name), end="")
 

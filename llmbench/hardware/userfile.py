@@ -263,21 +263,5 @@ def to_toml(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def init_toml(like: str, name: str | None = None) -> str:
-    """The TOML text of catalog entry `like` (profile applied) as a starting point for a user's file;
-    `name` renames it (needed before the file goes into a $LLMBENCH_HARDWARE_PATH folder)."""
-    from .spec import get_hardware
-
-    hw = get_hardware(like)
-    data = {k: v for k, v in hw.to_dict().items() if v is not None and k not in ("overlay", "origin_file")}
-    if name is not None:
-        data["name"] = name.strip().lower()
-        data["display_name"] = f"{hw.display_name} (edited copy)"
-    validate(data, f"init_toml({like!r})")
-    header = (f"# Hardware file started from llmbench's {hw.name!r} entry. Edit the numbers for your\n"
-              f"# accelerator and keep a [sources] line for each; schema: docs/hardware.md.\n")
-    return header + to_toml(data)
-
-
-__all__ = ["MAX_USER_FILE_BYTES", "UserFileCheck", "check_user_file", "init_toml", "load_user_file",
+__all__ = ["MAX_USER_FILE_BYTES", "UserFileCheck", "check_user_file", "load_user_file",
            "path_entries", "read_user_file", "to_toml", "validate"]

@@ -88,7 +88,7 @@ def _search(w, hw, memory_bytes: float, memory_from: str) -> dict:
             L[k] += list(part[k])
     if not L["devices"]:
         return {"error": f"--layout auto: no layout of {w.devices} process(es) splits batch {w.batch}"}
-    r = evaluate(spec, hw, w, L, resolve_params(hw))
+    r = evaluate(spec, hw, w, L, resolve_params(hw), runtime="measure")  # what measure train holds
     p = Plan(workload=w, layouts=L, metrics=r, order=rank(hw, r, L, "time"), objective="time")
     for i in p.order:
         cand = p.workload_at(int(i))

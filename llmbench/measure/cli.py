@@ -139,11 +139,13 @@ def _run(w, run, a) -> dict:
 
 
 def _predict_beside(w, measured: dict, a) -> dict:
-    """predict(w) on the hardware it was measured on; recorded unless --no-record; its error."""
+    """predict(w) on the hardware it was measured on, with the memory of the runtime that ran it
+    (footprint "measure": autocast DDP / ZeroRedundancyOptimizer, FSDP2 from ZeRO 2); recorded
+    unless --no-record; its error."""
     from llmbench.perfmodel.predict import predict
 
     try:
-        pred = predict(w).to_dict()
+        pred = predict(w, runtime="measure").to_dict()
     except ValueError as e:  # the model has no such hardware or layout: say so, keep the measurement
         return {"error": str(e)}
     out = {k: pred.get(k) for k in ("tokens_per_s", "step_time_s", "peak_mem_bytes", "bound", "fits")}
@@ -162,12 +164,17 @@ STATE = ("weights_bytes", "grads_bytes", "optimizer_bytes")
 
 
 def _state_bytes(measured: dict, pred: dict) -> dict:
-    """Weights + gradients + optimizer state of the largest rank, measured exactly from its tensors
-    (sharded and split layouts), beside the model's per-device figure; {} where not measured."""
+    """Weights, gradients and optimizer state of the largest rank, measured exactly from its
+    tensors (sharded and split layouts), beside the model's per-device figure, kind by kind (a
+    right sum of wrong kinds shows) and summed; {} where not measured."""
     if any(measured.get(k) is None for k in STATE) or any(pred.get(k) is None for k in STATE):
         return {}
     m, p = sum(measured[k] for k in STATE), sum(pred[k] for k in STATE)
-    return {"state_bytes_measured": m, "state_bytes_predicted": p, "state_bytes_error": p / m - 1.0}
+    out = {"state_bytes_measured": m, "state_bytes_predicted": p, "state_bytes_error": p / m - 1.0}
+    for k in STATE:
+        out[f"{k}_predicted"] = pred[k]
+        out[f"{k}_error"] = pred[k] / measured[k] - 1.0 if measured[k] else None
+    return out
 
 
 def _layout_knobs(a, world: int) -> dict:

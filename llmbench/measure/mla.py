@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llmbench.measure.modeling import apply_rotary, attention_mask, make_norm, rotary_cos_sin
+from llmbench.measure.layers import apply_rotary, attention_mask, make_norm, rotary_cos_sin
 from llmbench.models.spec import ModelSpec
 
 

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from llmbench.measure.layers import MLP
 from llmbench.models.spec import ModelSpec
 
 
@@ -91,8 +92,6 @@ class MoE(nn.Module):
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        from llmbench.measure.modeling import MLP  # modeling imports this module
-
         self.k = spec.n_experts_active
         self.n_experts = spec.n_experts
         self.router = Router(spec)

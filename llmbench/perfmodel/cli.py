@@ -226,7 +226,7 @@ def validate_cmd(a) -> None:
         print(f"{r['id'][:42]:<42} {r['system'][:12]:<12} {r['metric'][:22]:<22} {r['published'][:11]:>11} "
               f"{f(r.get('in_sample_predicted')):>10} {pct(r.get('in_sample_error')):>6} "
               f"{f(r.get('loso_predicted')):>10} {pct(r.get('loso_error')):>6}"
-              + (f"  refused: {r['problem'][:90]}" if r["problem"] else ""))
+              + (f"  {'' if r.get('skipped') else 'refused: '}{r['problem'][:90]}" if r["problem"] else ""))
     print(f"\n{'system':<22} {'rows':>4} {'sources':>7}   median |error|: {'in-sample':>9} {'held out':>9}   "
           "share > 50%: in-sample, held out")
     rows = list(res["by_hardware"].items()) + [("overall", {**res, "rows": res["in_sample"]["rows"]})]
@@ -236,6 +236,8 @@ def validate_cmd(a) -> None:
         print(f"{k[:22]:<22} {s['rows']:>4} {s['sources']:>7}   {'':>15}{m(i_, 'median_abs_error'):>9} "
               f"{m(o_, 'median_abs_error'):>9}   {'':>13}{m(i_, 'share_beyond_50pct'):>7}, "
               f"{m(o_, 'share_beyond_50pct'):>7}")
+    for line in serving_lines(res):
+        print(line)
     print(f"\nrefused ({len(res['refused'])}): {', '.join(res['refused']) or 'none'}")
     print("assumptions (settings a row leaves open):")
     for r in res["rows"]:
@@ -247,6 +249,17 @@ def validate_cmd(a) -> None:
     print(f"\nleave-one-source-out: median |error| {o['median_abs_error']:.1%}, beyond 50% "
           f"{o['share_beyond_50pct']:.1%} of {o['rows']} rows ({res['sources']} sources); in-sample median "
           f"{res['in_sample']['median_abs_error']:.1%}; trends passed {res['trends_passed']}/{res['trends_total']}")
+
+
+def serving_lines(res: dict) -> list[str]:
+    """Leave-one-source-out median |error| by kind (training, serving) and per serving engine."""
+    o = res.get("leave_one_source_out", {})
+    out = ["\nheld out, by kind and serving engine:"]
+    for group in ("by_kind", "by_engine"):
+        for k, v in o.get(group, {}).items():
+            med = "-" if v["median_abs_error"] is None else f"{v['median_abs_error']:.1%}"
+            out.append(f"  {k:<12} {v['rows']:>4} rows   median |error| {med:>6}")
+    return out
 
 
 def plan_cmd(a) -> None:

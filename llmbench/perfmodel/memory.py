@@ -1,5 +1,7 @@
 """Each accelerator's memory hierarchy as a training layout uses it, and where a step's memory
-lives per device: weights, gradients, optimizer state, activations, on each tier.
+lives per device: weights, gradients, optimizer state, activations, on each tier. What a device
+holds, kind by kind, is llmbench/footprint.py's answer (on the hardware stack's runtime,
+`Hierarchy.runtime`, or the one a caller names); this module places it on the tiers.
 
     from llmbench.perfmodel.memory import hierarchy
     h = hierarchy(get_hardware("sn30"))

@@ -13,6 +13,9 @@ hardware, each shrunk towards 0 by a ridge prior (SIGMA): a hardware with few ro
 its kind, one without rows (or whose only source is left out) takes its kind's fit. That is what
 lets an efficiency transfer to a system the fit never saw.
 
+A serving row on an engine with efficiencies of its own (serving.Engine: TensorRT-LLM, vLLM, ...)
+also fits that engine's parameters (columns per engine, ENGINE_SIGMA) beside its hardware's.
+
 The model is linearised once about the priors: J[i, k] = d log prediction_i / d log p[h_i, k]
 (finite differences, one prediction per row and parameter), so a fit is a small weighted ridge
 least-squares solve (numpy lstsq), with Huber weights (HUBER, in log error) so a row the model
@@ -23,7 +26,7 @@ all, and the held-out rows are then predicted exactly (the full model) under the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +43,16 @@ SIGMA = {"compute_max": 0.3, "compute_half_dim": 1.0, "memory": 0.3, "network": 
 BOUNDS = {"compute_max": (0.05, 1.0), "compute_half_dim": (1.0, 1e5), "memory": (0.05, 1.0),
           "network": (0.02, 1.0), "lowp_gemm": (0.2, 1.0), "layer_overhead_s": (1e-7, 0.1),
           "sparse": (0.05, 1.0)}
+#: serving-engine parameters (serving.FITTED) fitted with the hardware ones, one set per engine
+#: (columns ("engine", name, k)), prior spread of their log; bounds in natural units. The
+#: bandwidth fraction is held close to its prior (0.15): it multiplies the hardware's memory
+#: efficiency, which the training rows share; measured on published_v2 (docs/predict.md
+#: "Serving"): 0.3 left the hardware memory efficiency to drift to 0.85-1.0 and the training
+#: rows' held-out median rose 15.3% -> 16.0%
+ENGINE_SIGMA = {"bandwidth_fraction": 0.15, "step_overhead_s": 1.0, "prefill_efficiency": 0.3,
+                "collective_latency_s": 1.0}
+ENGINE_BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "step_overhead_s": (1e-6, 0.1), "prefill_efficiency": (0.05, 1.3),
+                 "collective_latency_s": (1e-7, 1e-3)}
 #: spread of a row's log error assumed by the ridge prior (the model's own accuracy)
 SIGMA_ROW = 0.2
 #: Huber threshold on the log error (beyond it a row counts linearly, not quadratically)
@@ -63,6 +76,12 @@ class Linear:
     """d log prediction / d log parameter (rows x len(SIGMA))"""
     priors: dict
     """hardware -> prior parameter dict"""
+    engines: list = field(default_factory=list)
+    """per row: the serving engine whose parameters it sees ('' for none)"""
+    Je: np.ndarray | None = None
+    """d log prediction / d log engine parameter (rows x len(ENGINE_SIGMA))"""
+    engine_priors: dict = field(default_factory=dict)
+    """engine name -> {parameter: prior value} (only parameters with a positive prior)"""
 
 
 def priors_of(names) -> dict:
@@ -77,11 +96,13 @@ def log_error(pred, lo, hi) -> float | None:
     return math.log(pred / ref)
 
 
-def linearise(points, predict) -> Linear:
-    """points: {"id", "source", "system", "range"} rows with one hardware each; predict(pt, params)."""
+def linearise(points, predict, engine_of=None) -> Linear:
+    """points: {"id", "source", "system", "range"} rows with one hardware each; predict(pt, params).
+    engine_of(pt): the serving engine of a row (None: no engine); its parameters enter `params`
+    as params["engine:NAME"] = {parameter: value} (validate.row_engine_params)."""
     names = list(SIGMA)
     pri = priors_of(pt["system"] for pt in points)
-    keep, r0, J = [], [], []
+    keep, r0, J, engines, Je, epri = [], [], [], [], [], {}
     for pt in points:
         h = pt["system"]
         e = log_error(_safe(predict, pt, {h: pri[h]}), *pt["range"])
@@ -95,12 +116,36 @@ def linearise(points, predict) -> Linear:
             q = {**pri[h], k: pri[h][k] * math.exp(EPS)}
             e2 = log_error(_safe(predict, pt, {h: q}), *pt["range"])
             row.append(0.0 if e2 is None else (e2 - e) / EPS)
+        name = (engine_of(pt) if engine_of else None) or ""
+        Je.append(_engine_row(predict, pt, pri[h], name, e, epri))
         keep.append(pt)
         r0.append(e)
         J.append(row)
+        engines.append(name)
     return Linear(ids=[p["id"] for p in keep], sources=[p["source"] for p in keep],
                   hardware=[p["system"] for p in keep], r0=np.array(r0), J=np.array(J).reshape(len(keep), len(names)),
-                  priors=pri)
+                  priors=pri, engines=engines, Je=np.array(Je).reshape(len(keep), len(ENGINE_SIGMA)),
+                  engine_priors=epri)
+
+
+def _engine_row(predict, pt, hw_prior: dict, name: str, e: float, epri: dict) -> list:
+    """d log error / d log engine parameter of one row (zeros without an engine); fills epri."""
+    if not name:
+        return [0.0] * len(ENGINE_SIGMA)
+    from .serving import FITTED, engine
+
+    assert tuple(ENGINE_SIGMA) == FITTED
+    eng = engine(name, fitted=False)
+    base = epri.setdefault(name, {k: getattr(eng, k) for k in ENGINE_SIGMA if (getattr(eng, k) or 0) > 0})
+    row = []
+    for k in ENGINE_SIGMA:
+        if k not in base:
+            row.append(0.0)
+            continue
+        params = {pt["system"]: hw_prior, f"engine:{name}": {k: base[k] * math.exp(EPS)}}
+        e2 = log_error(_safe(predict, pt, params), *pt["range"])
+        row.append(0.0 if e2 is None else (e2 - e) / EPS)
+    return row
 
 
 def _safe(predict, pt, params):
@@ -111,12 +156,17 @@ def _safe(predict, pt, params):
 
 
 def _columns(lin: Linear, hws: list[str]):
-    """Design matrix columns: shared a[k], per kind b[kind, k], per hardware c[h, k]."""
+    """Design matrix columns: shared a[k], per kind b[kind, k], per hardware c[h, k], and per
+    serving engine ("engine", name, k) for the engine parameters with a prior."""
     names = list(SIGMA)
     kinds = sorted({get_hardware(h).kind for h in hws})
     cols = [("all", k) for k in names] + [(kd, k) for kd in kinds for k in names] + [(h, k) for h in hws for k in names]
     sig = [SIGMA[k] for k in names] + [SIGMA[k] / 2 for _ in kinds for k in names] + \
         [SIGMA[k] / 2 for _ in hws for k in names]
+    for e in sorted(lin.engine_priors):
+        for k in lin.engine_priors[e]:
+            cols.append(("engine", e, k))
+            sig.append(ENGINE_SIGMA[k])
     return cols, np.array(sig)
 
 
@@ -129,10 +179,16 @@ def design(lin: Linear):
     X = np.zeros((len(lin.r0), len(cols)))
     for i, h in enumerate(lin.hardware):
         kd = get_hardware(h).kind
+        e = lin.engines[i] if lin.engines else ""
         for j, k in enumerate(names):
             for key in (("all", k), (kd, k), (h, k)):
                 X[i, index[key]] = lin.J[i, j]
+    for i, e in enumerate(lin.engines):
+        for j, k in enumerate(ENGINE_SIGMA):
+            if e and ("engine", e, k) in index:
+                X[i, index[("engine", e, k)]] = lin.Je[i, j]
     return X, index, sig
+
 
 
 def solve(lin: Linear, mask: np.ndarray, iters: int = 4, r=None, theta0=None) -> tuple[dict, np.ndarray]:
@@ -165,12 +221,17 @@ def _params(lin: Linear, hws, index, theta) -> dict:
             lo, hi = BOUNDS[k]
             p[k] = float(min(max(lin.priors[h][k] * math.exp(d), lo), hi))
         out[h] = p
+    for e, prior in lin.engine_priors.items():
+        out[f"engine:{e}"] = {k: float(min(max(v * math.exp(theta[index[("engine", e, k)]]), ENGINE_BOUNDS[k][0]),
+                                           ENGINE_BOUNDS[k][1])) for k, v in prior.items()}
     return out
 
 
 def full(lin: Linear, fitted: dict) -> dict:
-    """{hardware: prior <- fitted} for every hardware of the linearisation (what predict_row takes)."""
-    return {h: {**lin.priors[h], **fitted.get(h, {})} for h in lin.priors}
+    """{hardware: prior <- fitted} for every hardware of the linearisation, and the fitted engine
+    parameters {"engine:NAME": {...}} (what predict_row takes)."""
+    out = {h: {**lin.priors[h], **fitted.get(h, {})} for h in lin.priors}
+    return {**out, **{k: v for k, v in fitted.items() if k.startswith("engine:")}}
 
 
 def fit(lin: Linear, mask, points=None, predict=None, steps: int = CHORD_STEPS) -> dict:

@@ -71,6 +71,9 @@ class Engine:
     chunked_prefill_tokens: int = 0
     """step token budget when the engine chunks prompts (0: whole prompts)"""
     fp8_kv_default: bool = False
+    collective_latency_s: float | None = None
+    """latency of one tensor-parallel all-reduce hop (None: the interconnect's): a custom one-shot
+    all-reduce (TensorRT-LLM, vLLM) against NCCL's"""
     sources: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
@@ -78,7 +81,7 @@ class Engine:
 
 
 #: Engine fields a fit may move (validate's engine fit; engines.toml [NAME.fitted])
-FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency")
+FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency", "collective_latency_s")
 
 
 def _engine(name: str, data: dict, fitted: bool) -> Engine:
@@ -299,13 +302,28 @@ class StepModel:
         if ic is None or (tp <= 1 and pp <= 1):
             return xp.zeros_like(M)
         nbytes = M * self.sh.d * ACT_BYTES
-        t = 2.0 * self.sh.L * ring(nbytes, float(tp), ic.bandwidth_bytes_per_s, ic.latency_s,
-                                   self.params["network"], xp)
+        lat = self.engine.collective_latency_s if self.engine.collective_latency_s is not None else ic.latency_s
+        t = 2.0 * self.sh.L * ring(nbytes, float(tp), ic.bandwidth_bytes_per_s, lat, self.params["network"], xp)
         if pp > 1:
             cross = tp * pp > max(ic.devices_per_node, 1) and self.mode != "sram_pipeline"
             bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if cross else ic.bandwidth_bytes_per_s
             t = t + (pp - 1) * (ic.latency_s + nbytes / tp / bw)
         return xp.where(M > 0, t, 0.0)
+
+
+#: the hardware streaming efficiency an engine's bandwidth_fraction is stated against (the GPU
+#: prior of params.PARAMS["memory"])
+MEMORY_REF = 0.8
+
+
+def bandwidth_fraction(eng: Engine, p: dict) -> float:
+    """Share of the memory bandwidth a step reaches: the engine's, scaled by how far this
+    hardware's fitted streaming efficiency (p["memory"], shared with training) sits from MEMORY_REF
+    (an engine runs slower on a chip whose memory system streams worse); the hardware's own
+    where the engine states none ('native')."""
+    if eng.bandwidth_fraction is None:
+        return p["memory"]
+    return min(1.0, eng.bandwidth_fraction * p["memory"] / MEMORY_REF)
 
 
 def _memory_tier(hw, mode: str):
@@ -373,7 +391,7 @@ def build_step_model(spec, hw, *, precision: str, tp: int = 1, pp: int = 1, mode
     else:
         budget = kv_budget_bytes(tier.capacity_bytes, w_dev - ddr_dev, eng)
     cap = kv_capacity_tokens(budget, kv_dev, eng.block_tokens)
-    frac = eng.bandwidth_fraction if eng.bandwidth_fraction is not None else p["memory"]
+    frac = bandwidth_fraction(eng, p)
     return StepModel(
         spec=spec, hw=hw, engine=eng, precision=precision, kv_precision=kvp, tp=tp, pp=pp, mode=mode,
         weights_bytes=weights, weights_bytes_per_device=w_dev, weights_ddr_bytes_per_device=ddr_dev,

@@ -68,6 +68,20 @@ ASSUME: dict[str, dict] = {
                    "with TensorRT-LLM; the result files do not state it)"}
        for k in ("mlperf41-nv-8xh200-offline", "mlperf41-nv-8xh200-server", "mlperf41-nv-8xh100-offline",
                  "mlperf41-nv-8xh200-server-ttft")},
+    **{k: {"prompt_len": 512, "gen_len": 292,
+           "note": "MLPerf llama2-70b (OpenOrca): 292 generated tokens (the row's notes: tokens/s / samples/s); "
+                   "prompt length not in the result files, 512 assumed (as the v4.1 rows)"}
+       for k in ("mlperf40-intel-8xgaudi2-offline", "mlperf40-intel-8xgaudi2-server",
+                 "mlperf40-intel-8xgaudi2-server-ttft", "mlperf40-intel-8xgaudi2-server-tpot")},
+    **{k: {"prompt_len": 161, "gen_len": 338,
+           "note": "ShareGPT prompts: mean 161 input and 338 output tokens (Kwon et al., vLLM, SOSP 2023, Sec. 6.1 "
+                   "dataset statistics); the row's batch is the engine's (offline: the most that fit)"}
+       for k in ("aimultiple-h100-llama-3.1-8b-sglang-offline", "aimultiple-h100-llama-3.1-8b-lmdeploy-offline",
+                 "aimultiple-h100-llama-3.1-8b-vllm-offline")},
+    **{k: {"prompt_len": 1024, "gen_len": 128, "beams": 4,
+           "note": "MLPerf GPT-J (CNN/DailyMail): prompts up to 1,919 tokens, 1,024 assumed; 128 generated tokens "
+                   "(the cap) with 4 beams: a request decodes 4 sequences"}
+       for k in ("mlperf31-google-4xtpuv5e-gptj-offline", "mlperf31-google-4xtpuv5e-gptj-server-p50")},
 }
 
 
@@ -173,35 +187,67 @@ def _train(w: Workload, params: dict | None, row_id: str = ""):
 OFFLINE_BATCHES = tuple(1 << k for k in range(13))
 
 
-def _infer(w: Workload, params: dict | None, offline: bool = False):
-    """Serving prediction on the row's devices (tp as stated, the rest searched). offline: the
-    batch that gives the most tokens/s among those whose weights + KV cache fit."""
+#: engines as published rows name them -> the engine llmbench models them with (engines.toml);
+#: docs/predict.md "Serving" says why each is mapped so
+ENGINE_OF = {"nim": "trtllm",  # NVIDIA NIM runs Llama on its TensorRT-LLM backend
+             "cerebras": "native", "sambaflow": "native", "synapseai": "native", "optimum-habana": "native",
+             "saxml": "jetstream",  # Google's TPU serving stack; JetStream's parameters stand in
+             "lmdeploy": "sglang",  # C++/Python engine with paged KV, CUDA graphs and continuous batching
+             "gpt-fast": "gptfast"}
+
+
+def row_engine(row: dict, hw) -> str:
+    """The engine a serving row ran on (its `engine` column through ENGINE_OF), else the
+    hardware's default engine (serving.default_engine_name)."""
+    from .serving import default_engine_name, engine_names
+
+    name = (row.get("engine") or "").strip().lower()
+    name = ENGINE_OF.get(name, name)
+    return name if name in engine_names() else default_engine_name(hw)
+
+
+def row_engine_params(name: str, params: dict | None):
+    """The Engine a prediction uses: the shipped (fitted) one without params; under a fit, the
+    engine's priors with the fit's values for it (params["engine:NAME"], pooled.py)."""
+    from .serving import engine, with_fitted
+
+    if params is None:
+        return engine(name)
+    return with_fitted(engine(name, fitted=False), params.get(f"engine:{name}", {}))
+
+
+def _infer(w: Workload, params: dict | None, offline: bool = False, eng: str | None = None):
+    """Serving prediction on the row's devices (tp as stated, the rest searched) by engine `eng`.
+    offline: the batch that gives the most tokens/s (the engine holds what its KV cache fits)."""
     h = get_hardware(w.hardware)
     w = w.with_(suite="infer", zero=None, recompute=None)
     p = params.get(h.name) if params else None
     spec = row_spec(w)
+    name = eng or row_engine({}, h)
     if offline:
-        w = w.with_(batch=offline_batch(spec, h, w))
-    return predict_infer(spec, h, w, p)
+        w = w.with_(batch=offline_batch(spec, h, w, name))
+    return predict_infer(spec, h, w, p, engine=row_engine_params(name, params))
 
 
 #: offline batches chosen (workload repr -> batch), under the prior parameters, like _LAYOUTS
 _BATCHES: dict[str, int] = {}
 
 
-def offline_batch(spec, h, w: Workload) -> int:
-    """The batch of OFFLINE_BATCHES with the most tokens/s whose weights + KV cache fit."""
+def offline_batch(spec, h, w: Workload, eng: str) -> int:
+    """The batch of OFFLINE_BATCHES with the most tokens/s (a batch beyond the KV cache is served
+    at the concurrency that fits), under the priors."""
     from .params import resolve_params
+    from .serving import engine
 
-    key = repr(w)
+    key = f"{w!r}:{eng}"
     if key not in _BATCHES:
         p, best = resolve_params(h, use_profile=False), None
         for b in OFFLINE_BATCHES:
             try:
-                r = predict_infer(spec, h, w.with_(batch=b), p)
+                r = predict_infer(spec, h, w.with_(batch=b), p, engine=engine(eng, fitted=False))
             except ValueError:
                 continue
-            if r.fits and (best is None or r.tokens_per_s > best[1]):
+            if r.fits and (best is None or r.tokens_per_s > best[1] * 1.001):
                 best = (b, r.tokens_per_s)
         if best is None:
             raise BadInput(f"{spec.name} fits no batch on {w.devices} x {h.name}")
@@ -215,11 +261,7 @@ def _per_replica(w: Workload, batch: int, devices: int) -> Workload:
 
 
 #: serving metrics published rows carry that predict_infer does not give yet (issue 21): skipped, not refused
-SERVING_UNPREDICTED = {
-    "time_per_output_token_s": "TPOT/ITL as published; not predicted yet (1 / decode_tokens_per_s_per_seq is "
-                               "the model's figure at the row's batch, which a server's queue does not fix)",
-    "samples_per_s": "serving requests per second; not predicted yet",
-}
+SERVING_UNPREDICTED: dict[str, str] = {}
 
 
 def skip_reason(row: dict) -> str:
@@ -268,21 +310,91 @@ def predict_row(row: dict, params: dict | None = None) -> float | None:
     return _genslm(w, row, a, params)  # per_device_speedup, speedup
 
 
+#: a serving row that states no prompt or output length: 128 each (the per-user speed rows of
+#: vendor pages; printed with the row)
+SERVING_DEFAULT_LEN = 128
+
+
+def serving_workload(w: Workload, row: dict) -> Workload:
+    """`w` with SERVING_DEFAULT_LEN where the row and ASSUME leave the prompt or output length
+    open; where the row states no device count, on the fewest devices that hold the model, or as
+    the vendor places it: an RDU model on one SambaNova node (SambaNova: Llama 3.1 405B served on
+    16 SN40L, 'SambaNova Cloud' launch blog 2024-09)."""
+    a = ASSUME.get(row["id"], {})
+    if not row.get("seq_len") and "prompt_len" not in a:
+        w = w.with_(seq_len=SERVING_DEFAULT_LEN)
+    if not row.get("gen_len") and "gen_len" not in a and row["metric"] != "devices_needed":
+        w = w.with_(gen_len=SERVING_DEFAULT_LEN)
+    if row.get("devices"):
+        return w
+    h = get_hardware(w.hardware)
+    if h.kind == "rdu" and h.interconnect:  # SambaNova Cloud serves each model on one 16-RDU node
+        return w.with_(devices=h.interconnect.devices_per_node)
+    return w.with_(devices=None)
+
+
 def _infer_metric(w: Workload, row: dict, params) -> float:
+    """A serving row's metric: output tokens/s, per-user tokens/s, TTFT, TPOT/ITL, E2E latency,
+    requests/s, on the row's engine. A server-scenario row (request_rate) runs at the concurrency
+    Little's law gives (server_batch); an open batch at the engine's offline best."""
     metric = row["metric"]
+    eng = row_engine(row, get_hardware(w.hardware))
+    w = serving_workload(w, row)
     if metric == "devices_needed":
-        return float(_infer(w.with_(devices=None), params).devices)
-    open_batch = not row["batch"] and "batch" not in ASSUME.get(row["id"], {})
-    if metric == "time_to_first_token_s" and open_batch:  # a server's request: its own prefill
-        return _infer(w.with_(batch=1), params).time_to_first_token_s  # (queueing not modelled)
-    return getattr(_infer(w, params, offline=open_batch), metric)
+        return float(_infer(w, params, eng=eng).devices)
+    open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
+    rate = float(row.get("request_rate") or 0)
+    if metric == "time_to_first_token_s" and (open_batch or rate):  # a server's request: its own prefill
+        return _infer(w.with_(batch=1), params, eng=eng).time_to_first_token_s  # (queueing not modelled)
+    server = "server" in (row.get("metric_kind") or "")
+    if metric == "decode_tokens_per_s_per_seq" and open_batch and not (rate or server):  # a user's speed
+        return _infer(w.with_(batch=1), params, eng=eng).decode_tokens_per_s_per_seq
+    if rate:
+        w = w.with_(batch=server_batch(w, rate, eng))
+        open_batch = False
+    r = _infer(w, params, offline=open_batch, eng=eng)
+    if metric == "time_per_output_token_s":
+        if not r.decode_tokens_per_s_per_seq:
+            raise BadInput(f"{row['id']}: no generated tokens to time (gen_len 0)")
+        return 1.0 / r.decode_tokens_per_s_per_seq
+    if metric == "samples_per_s":  # requests per second; a beam-search request decodes `beams` sequences
+        beams = ASSUME.get(row["id"], {}).get("beams", 1)
+        return r.tokens_per_s / max(r.workload.gen_len, 1) / beams
+    return getattr(r, metric)
+
+
+#: server-scenario concurrency chosen (workload repr -> batch), under the priors, like _BATCHES
+_SERVER: dict[str, int] = {}
+
+
+def server_batch(w: Workload, rate: float, eng: str, iters: int = 8) -> int:
+    """Requests in flight at `rate` requests/s: Little's law, c = rate x latency(c), solved by
+    fixed-point iteration under the priors (a multiple of the replicas; at most what the KV cache
+    holds, beyond which requests queue)."""
+    from .params import resolve_params
+    from .serving import engine
+
+    key = f"{w!r}:{eng}:{rate}"
+    if key not in _SERVER:
+        h = get_hardware(w.hardware)
+        spec, p, c = row_spec(w), resolve_params(h, use_profile=False), 1
+        for _ in range(iters):
+            r = predict_infer(spec, h, w.with_(batch=c), p, engine=engine(eng, fitted=False))
+            dp = r.devices // (r.workload.layout.tp * r.workload.layout.pp)
+            nxt = max(dp, int(round(rate * r.latency_s_p50 / dp)) * dp)
+            nxt = min(nxt, max(r.concurrency, dp) if r.concurrency < c else nxt)
+            if nxt == c:
+                break
+            c = nxt
+        _SERVER[key] = c
+    return _SERVER[key]
 
 
 #: the metrics predict_row knows how to predict
 METRIC_KINDS = ("samples_per_s", "tokens_per_s", "epoch_time_s", "epoch_time_h", "achieved_tflops", "mfu",
                 "peak_mem_bytes", "scaling_efficiency", "gas4_over_gas1", "s0.9_over_dense",
                 "speedup_over_1_system", "per_device_speedup", "speedup", "decode_tokens_per_s_per_seq",
-                "time_to_first_token_s", "latency_s_p50", "devices_needed")
+                "time_to_first_token_s", "latency_s_p50", "devices_needed", "time_per_output_token_s")
 
 
 def _scaling(w: Workload, a: dict, params):
@@ -372,10 +484,35 @@ def pooled_fit():
     pts = fit_points()
     key = tuple(pt["id"] for pt in pts)
     if key not in _FITS:
-        lin = pooled.linearise(pts, predict_row)
+        lin = pooled.linearise(pts, predict_row, fit_engine)
         _FITS.clear()
         _FITS[key] = (pts, lin, *pooled.folds(lin, pts, predict_row))
     return _FITS[key]
+
+
+def fit_engine(row: dict) -> str | None:
+    """The serving engine whose parameters a fitted row sees (None: a training row)."""
+    return row_engine(row, get_hardware(row["system"].split()[0])) if row.get("task") == "infer" else None
+
+
+def kind_of(row: dict) -> str:
+    """'serving' for an inference row, else 'training' (validation by kind)."""
+    return "serving" if row.get("task") == "infer" else "training"
+
+
+def by_group(rows: list[dict], key: str) -> dict:
+    """{group: rows, sources, raw, in_sample, leave_one_source_out} over the rows' `key` values."""
+    out = {}
+    for g in sorted({r[key] for r in rows if r.get(key)}):
+        rs = [r for r in rows if r.get(key) == g]
+        out[g] = {"rows": len(rs), "sources": len({r["source"] for r in rs}), "raw": spread(rs, "error"),
+                  "in_sample": spread(rs, "in_sample_error"), "leave_one_source_out": spread(rs, "loso_error")}
+    return out
+
+
+def engines_fitted(fitted: dict) -> dict:
+    """{engine: fitted parameters} of the pooled fit on every row (engines.toml [NAME.fitted])."""
+    return {k.split(":", 1)[1]: v for k, v in sorted(fitted.items()) if k.startswith("engine:")}
 
 
 def out_of_sample(rows: list[dict]) -> dict:
@@ -389,12 +526,19 @@ def out_of_sample(rows: list[dict]) -> dict:
         rng = parse_value(r["published"])
         fold = by_source.get(src_of[r["id"]], fitted)
         r["source"] = src_of[r["id"]]
+        row = _ROWS_BY_ID()[r["id"]]
+        r["kind"] = kind_of(row)
+        r["engine"] = fit_engine(row) or ""
         for key, fit in (("in_sample", fitted), ("loso", fold)):
             pred = _try(r, pooled.full(lin, fit))
             r[f"{key}_predicted"] = pred
             r[f"{key}_error"] = error(pred, *rng) if pred is not None and math.isfinite(pred) else None
-    return {"in_sample": spread(rows, "in_sample_error"), "leave_one_source_out": spread(rows, "loso_error"),
-            "fitted": fitted, "by_hardware": by_hardware(rows)}
+    kinds = by_group(rows, "kind")
+    loso = {**spread(rows, "loso_error"), "by_kind": {k: v["leave_one_source_out"] for k, v in kinds.items()},
+            "by_engine": {k: v["leave_one_source_out"] for k, v in by_group(rows, "engine").items()}}
+    ins = {**spread(rows, "in_sample_error"), "by_kind": {k: v["in_sample"] for k, v in kinds.items()}}
+    return {"in_sample": ins, "leave_one_source_out": loso, "fitted": fitted, "by_hardware": by_hardware(rows),
+            "by_kind": kinds, "by_engine": by_group(rows, "engine"), "engines_fitted": engines_fitted(fitted)}
 
 
 def _try(r: dict, params: dict) -> float | None:

@@ -4,8 +4,8 @@
 
 (`llmbench reproduce`, which fills the database and then calls this, is studies/cli.py.)
 Imports nothing heavy at import time: matplotlib loads inside the command. The measured runs the
-database holds no prediction for are predicted in memory by `PREDICT_MISSING`, which studies/cli.py
-sets when it registers (report/ itself imports no engine and no studies/).
+database holds no prediction for are predicted in memory by the function the front end passes to
+`register` (studies.predict.predict_missing; report/ itself imports no engine and no studies/).
 """
 from __future__ import annotations
 
@@ -14,12 +14,10 @@ from pathlib import Path
 
 from llmbench._cliutil import add_db, emit_json
 
-#: (readonly ResultsDB) -> prediction rows not written; set by studies/cli.py (studies.predict.predict_missing)
-PREDICT_MISSING = None
-
-
-def register(cli) -> None:
+def register(cli, predict_missing=None) -> None:
+    """predict_missing: (readonly ResultsDB) -> prediction rows not written (None: none)."""
     p = cli.command("report", report_cmd)
+    p.set_defaults(predict_missing=predict_missing)
     add_db(p)
     p.add_argument("--out", type=Path, default=Path("out"), help="output directory for report.html and img/")
     p.add_argument("--json", action="store_true", help="JSON summary (report path, row counts, images)")
@@ -69,7 +67,8 @@ def report_cmd(a) -> None:
         kw["console"] = console(stderr=True)
     prices = parse_prices(a.price)
     with open_readonly(path) as rdb:
-        extra = PREDICT_MISSING(rdb) if PREDICT_MISSING and not a.no_predict else []
+        fn = getattr(a, "predict_missing", None)
+        extra = fn(rdb) if fn and not a.no_predict else []
         meta = {"db": str(path), "command": "llmbench report", "prices": prices}
         summary = report(rdb, a.out, meta=meta, log=_log(a.json), extra_rows=extra, **kw)
     summary["db"] = str(path)

@@ -242,7 +242,8 @@ def _gather(obj) -> list:
 
 def _metrics(spec, cfg: PipelineConfig, world: int, M: int, device, stages: list, last: dict,
              plans) -> dict:
-    from llmbench.models.counting import kv_cache_bytes_per_token, param_count
+    from llmbench.footprint import kv_bytes_per_token
+    from llmbench.models.counting import param_count
 
     first, done = last["first_s"], last["last_s"]
     decode = cfg.gen_len - 1
@@ -264,7 +265,7 @@ def _metrics(spec, cfg: PipelineConfig, world: int, M: int, device, stages: list
                             "planned_kv_cache_bytes": s["plan"]["kv_cache_bytes"]} for s in stages],
         "weight_bytes": sum(s["weight_bytes"] for s in stages),
         "kv_cache_bytes": sum(s["kv_cache_bytes"] for s in stages),
-        "kv_cache_bytes_per_token": kv_cache_bytes_per_token(spec, cfg.precision),
+        "kv_cache_bytes_per_token": kv_bytes_per_token(spec, cfg.precision),
         "stage_memory_budget_bytes": budget, "stage_memory_budget_source": source,
         "max_batch_x_context": max_batch_x_context(plans, budget),
         "predicted": predicted(spec, cfg, world, device),

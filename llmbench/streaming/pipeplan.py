@@ -85,26 +85,17 @@ def head_layers_of(spec, balance: str) -> float:
 def plan_stages(spec, *, stages: int, micro_batch: int, micro_batches: int, context: int,
                 precision: str, prompt_len: int | None = None, balance: str = "layers") -> list[StagePlan]:
     """The plan of every stage for `micro_batches` x `micro_batch` sequences of `context` tokens."""
-    from llmbench.models.counting import activation_bytes_per_layer, dtype_bytes, param_breakdown
+    from llmbench.footprint import stage, stage_kv_bytes_per_token
 
-    s = int(dtype_bytes(precision))
-    parts = param_breakdown(spec)
-    per_layer = parts["layers"] // spec.n_layers
-    head = parts["final_norm"] + parts["lm_head"] + (spec.vocab_size * spec.d_model if spec.tied_embeddings else 0)
     seqs, T = micro_batch * micro_batches, prompt_len or context
     plans = []
     for rank, layers in enumerate(stage_layers(spec.n_layers, stages, head_layers_of(spec, balance))):
-        first, last = rank == 0, rank == stages - 1
-        params = len(layers) * per_layer + (parts["embedding"] if first else 0)
-        if last:
-            # one process holding both ends shares the tied matrix
-            params += head - (spec.vocab_size * spec.d_model if first and spec.tied_embeddings else 0)
-        kv_tok = 2 * len(layers) * spec.kv_dim * s
-        acts = activation_bytes_per_layer(spec, micro_batch, T, precision, "none") \
-            + 2 * micro_batch * T * spec.d_model * s + (micro_batch * spec.vocab_size * 4 if last else 0)
+        f = stage(spec, len(layers), first=rank == 0, last=rank == stages - 1, micro_batch=micro_batch,
+                  seqs=seqs, context=context, prompt_len=T, precision=precision)
         plans.append(StagePlan(rank=rank, first_layer=layers.start, n_layers=len(layers),
-                               weight_bytes=params * s, kv_cache_bytes_per_token=kv_tok,
-                               kv_cache_bytes=kv_tok * seqs * context, activation_bytes=int(acts)))
+                               weight_bytes=int(f.weights),
+                               kv_cache_bytes_per_token=stage_kv_bytes_per_token(spec, len(layers), precision),
+                               kv_cache_bytes=int(f.kv_cache), activation_bytes=int(f.activations + f.logits)))
     return plans
 
 

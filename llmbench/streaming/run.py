@@ -16,6 +16,7 @@ import statistics
 import time
 
 from llmbench.errors import BadInput
+from llmbench.footprint import STORE_SLOTS
 from llmbench.streaming.config import StreamConfig, resolve_spec  # noqa: F401  (re-exported)
 from llmbench.streaming.memory import bound_heap, peak_rss_bytes, release_freed_memory
 from llmbench.streaming.trainers import ResidentTrainer, StreamedTrainer, make_batch
@@ -123,7 +124,7 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
         "layer_weight_bytes": block_bytes, "embedding_weight_bytes": numel["ends"] * s,
         "device_bytes_estimate": tr.estimate["total"],
         "device_memory_budget_bytes": cfg.device_memory_budget_bytes,
-        "weights_and_adam_bytes": params * 12,
+        "weights_and_adam_bytes": tr.estimate["store"] // STORE_SLOTS,  # one slot: fp32 weights + moments
         "store_bytes": store.nbytes if store is not None else 0,
         "peak_rss_bytes": peak_rss_bytes(),
     }

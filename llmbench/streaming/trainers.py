@@ -85,25 +85,15 @@ def make_batch(spec, batch: int, seq: int, seed: int, step: int, *, rank: int = 
 
 # ---------------------------------------------------------------- memory
 
-def device_bytes_estimate(spec, numel: dict[str, int], *, batch: int, seq: int, prefetch: int,
-                          recompute: bool = False, precision: str = "fp32") -> dict:
-    """What a streamed step holds on the device at its peak: the ends (embeddings + head) and up
-    to prefetch + 1 blocks of weights, their gradients (both in the compute precision), every
-    layer's activations, and the logits with their fp32 loss terms."""
-    from llmbench.models.counting import activation_bytes_per_layer
+def device_bytes_estimate(spec, *, batch: int, seq: int, prefetch: int, recompute: bool = False,
+                          precision: str = "fp32") -> dict:
+    """What a streamed step holds on the device at its peak (footprint.streamed, "streamed")."""
+    from llmbench.footprint import streamed
 
-    L, s = spec.n_layers, ELEMENT_BYTES[precision]
-    block = max(numel[f"block.{i}"] for i in range(L)) * s
-    ends = numel["ends"] * s
-    weights = ends + min(prefetch + 1, L) * block
-    grads = ends + block
-    acts = activation_bytes_per_layer(spec, batch, seq, precision, "none") * L
-    if recompute:  # every block's input, plus one block's activations while it is recomputed
-        acts = (activation_bytes_per_layer(spec, batch, seq, precision, "full") * L
-                + activation_bytes_per_layer(spec, batch, seq, precision, "none"))
-    acts += 3 * batch * seq * spec.vocab_size * 4  # logits, their softmax and gradient (fp32)
-    return {"weights": weights, "gradients": grads, "activations": int(acts),
-            "total": int(weights + grads + acts)}
+    f = streamed(spec, batch=batch, seq=seq, precision=precision, prefetch=prefetch, recompute=recompute)
+    acts = int(f.activations + f.logits)
+    return {"weights": int(f.weights), "gradients": int(f.grads), "activations": acts,
+            "total": int(f.weights + f.grads) + acts, "store": int(f.store)}
 
 
 def check_budget(estimate: dict, budget: int | None) -> None:
@@ -117,16 +107,12 @@ def check_budget(estimate: dict, budget: int | None) -> None:
 
 
 def resident_bytes_estimate(spec, *, batch: int, seq: int, precision: str = "fp32") -> dict:
-    """What resident training holds: weights, gradients and two fp32 Adam moments (16 bytes per
-    parameter in fp32; with bf16/fp16 weights also fp32 masters and their gradients: 20) plus
-    every layer's activations and the logits terms."""
-    from llmbench.models.counting import activation_bytes_per_layer, param_count
+    """What resident training holds (footprint.training on "masters", ResidentTrainer's STATE)."""
+    from llmbench.footprint import one_device, training
 
-    p, s = param_count(spec), ELEMENT_BYTES[precision]
-    state = p * (2 * s + 8 + (8 if precision != "fp32" else 0))
-    acts = activation_bytes_per_layer(spec, batch, seq, precision, "none") * spec.n_layers \
-        + 3 * batch * seq * spec.vocab_size * 4
-    return {"state": int(state), "activations": int(acts), "total": int(state + acts)}
+    f = training(spec, one_device(batch, seq), precision, "masters")
+    state, acts = int(f.state_bytes), int(f.activations + f.logits)
+    return {"state": state, "activations": acts, "total": state + acts}
 
 
 def free_memory_bytes(device) -> int | None:
@@ -236,9 +222,8 @@ class StreamedTrainer:
         self.skeleton = build_model(spec, meta=True)
         groups = group_params(self.skeleton)
         self.numel = {g: sum(p.numel() for p in ps.values()) for g, ps in groups.items()}
-        self.estimate = device_bytes_estimate(spec, self.numel, batch=cfg.batch, seq=cfg.seq,
-                                              prefetch=cfg.prefetch, recompute=cfg.recompute,
-                                              precision=cfg.precision)
+        self.estimate = device_bytes_estimate(spec, batch=cfg.batch, seq=cfg.seq, prefetch=cfg.prefetch,
+                                              recompute=cfg.recompute, precision=cfg.precision)
         check_budget(self.estimate, cfg.device_memory_budget_bytes)
         self.store = None
         if comm is None or comm.rank == 0:

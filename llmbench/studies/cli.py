@@ -90,9 +90,6 @@ def register(cli) -> None:
                    "section, else every accelerator)")
     add_db(p)
     add_json(p)
-    from llmbench.report import cli as report_cli
-
-    report_cli.PREDICT_MISSING = _predict_missing  # `llmbench report` predicts the runs it lacks
     p = cli.command("reproduce", reproduce_cmd)
     p.add_argument("--quick", action=argparse.BooleanOptionalAction, default=True,
                    help="--quick (default): shrunk studies under time budgets, < 10 min on 2 CPU cores; "
@@ -184,10 +181,12 @@ def _log(json_out: bool):
     return (lambda m: print(m, file=sys.stderr)) if json_out else print
 
 
-def _predict_missing(db):
-    from llmbench.studies.predict import predict_missing
+def predict_missing(db):
+    """What `llmbench report` predicts in memory: the measured runs the database has no
+    prediction for (llmbench/cli.py passes it to report's register)."""
+    from llmbench.studies import predict
 
-    return predict_missing(db)
+    return predict.predict_missing(db)
 
 
 def reproduce_cmd(a) -> None:

@@ -76,30 +76,26 @@ def local_device(device: str | None = None) -> LocalDevice:
                        name=dev.device_name(d), memory_bytes=total, count=count)
 
 
-def estimate_memory_bytes(w) -> float:
-    """Bytes one replica of a resolved Workload needs: model state (weights, gradients, fp32
-    master and Adam moments: ZeRO Sec. 3.1) plus the activations of one micro-batch (Korthikanti
-    et al. 2022) plus logits. (To be replaced by perfmodel's memory_per_device, one formula.)"""
-    from llmbench.models.counting import (
-        activation_bytes_per_layer, dtype_bytes, kv_cache_bytes_per_token, param_breakdown,
-        param_count, training_memory_bytes,
-    )
+def memory_bytes(w) -> float:
+    """Bytes one device of a resolved Workload holds at its peak, as footprint says for the
+    runtime that measures it: measure train's ("measure": autocast DDP / ZeroRedundancyOptimizer,
+    FSDP2 from ZeRO 2), its one-layer block, or serving (weights and KV cache)."""
+    from llmbench import footprint
+    from llmbench.grid import Grid, code
 
-    spec = w.spec()
-    p = w.precision or "fp32"
-    s = dtype_bytes(p)
-    b = w.micro_steps(dp=w.devices or 1)[0] if w.suite in ("train", "genslm") else w.batch
-    t = w.seq_len
-    act = activation_bytes_per_layer(spec, b, t, p)
-    if w.suite == "block":
-        layer_params = param_breakdown(spec)["layers"] / spec.n_layers
-        return layer_params * s * 2 + act * 2  # weights + grads; activations + their grads
+    spec, p = w.spec(), w.precision or "fp32"
+    devices = w.devices or 1
     if w.suite == "infer":
-        kv = b * (t + w.gen_len) * kv_cache_bytes_per_token(spec, p) if w.gen_len else 0.0
-        return param_count(spec) * s + 2 * b * t * max(spec.d_ff, spec.d_model) * s + kv \
-            + b * spec.vocab_size * 4.0 * (t if spec.head in ("lm", "mlm") else 0)
-    logits = b * t * spec.vocab_size * (s + 4.0) if spec.head in ("lm", "mlm") else 0.0
-    return training_memory_bytes(spec, p)["total"] + spec.n_layers * act + logits
+        return footprint.serving(spec, p, batch=w.batch, context=w.seq_len + (w.gen_len or 0),
+                                 encoder=not spec.causal or spec.head != "lm").peak_bytes
+    if w.suite == "block":  # one layer forward and backward, as predict's block
+        spec = spec.with_(n_layers=1, vocab_size=64)
+    lay = w.layout
+    tp, pp = lay.tp or 1, lay.pp or 1
+    g = Grid(batch=float(w.batch), seq=float(w.seq_len), devices=float(devices), tp=float(tp), pp=float(pp),
+             micro_batch=float(w.micro_steps(dp=devices // (tp * pp))[0]), sparsity=0.0,
+             zero=float(lay.zero or 0), recompute=float(code("recompute", lay.recompute or "none")), offload=0.0)
+    return footprint.training(spec, g, p, "measure").peak_bytes
 
 
 def skip_reason(w, local: LocalDevice, *, force: bool = False) -> str | None:
@@ -114,12 +110,12 @@ def skip_reason(w, local: LocalDevice, *, force: bool = False) -> str | None:
         unit = "CPU cores" if local.type == "cpu" else f"{local.type} devices"
         return f"needs {devices} data-parallel processes; this machine has {local.count} {unit}"
     if local.memory_bytes:
-        need = estimate_memory_bytes(w)
+        need = memory_bytes(w)
         # on a CPU the replicas share the RAM; on accelerators each has its own memory
         need_here = need * (devices if local.type == "cpu" else 1)
         have = local.memory_bytes * MEMORY_HEADROOM
         if need_here > have:
-            return (f"needs ~{need_here / 2**30:,.1f} GiB (model state + activations, estimated), "
+            return (f"needs ~{need_here / 2**30:,.1f} GiB (model state + activations, llmbench.footprint), "
                     f"{have / 2**30:,.1f} GiB usable on {local.hardware}")
     if local.type == "cpu" and p in SLOW_ON_CPU and not force:
         return f"{p} on a CPU is ~250x slower than fp32 (no fast half-precision GEMM); --force runs it"

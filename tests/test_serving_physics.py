@@ -1,0 +1,189 @@
+"""The physics of a serving step (perfmodel/serving.py), the engine as a knob, KV memory as engines
+hold it (footprint), and predict infer on the one step model. Fast, CPU, no torch."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from llmbench.errors import BadInput
+from llmbench.footprint import kv_split, paged_tokens, seqs_that_fit
+from llmbench.hardware import catalog, get_hardware
+from llmbench.models import get_model
+from llmbench.models.counting import kv_cache_bytes_per_token
+from llmbench.perfmodel.infer import predict_infer
+from llmbench.perfmodel.serving import (
+    Engine, build_step_model, default_engine, default_engine_name, engine, engine_names, step_model,
+)
+from llmbench.point import Workload
+
+DENSE_7B_PLUS = ("llama-3.1-8b", "llama-2-13b")
+
+
+def infer(model, hw, **kw):
+    eng = kw.pop("engine", None)
+    w = Workload(model=model, hardware=hw, suite="infer", **kw)
+    return predict_infer(w.spec(), get_hardware(hw), w, engine=eng)
+
+
+def gpus():
+    return [h for h in catalog().values() if h.kind == "gpu"]
+
+
+@pytest.mark.parametrize("model", DENSE_7B_PLUS)
+def test_batch1_decode_is_memory_bound_on_every_gpu_near_bandwidth_over_weights(model):
+    spec = get_model(model)
+    checked = 0
+    for hw in gpus():
+        w = Workload(model=model, hardware=hw.name, suite="infer")
+        sm = step_model(spec, hw, w)
+        if not sm.fits:
+            continue  # a 13B model in 16-bit does not fit a 24 GB card
+        part = sm.parts(0, 1, 1100)
+        tok_s = 1.0 / part.time_s
+        ceiling = hw.device_memory.bandwidth_bytes_per_s / sm.weights_bytes
+        assert part.bound == "memory", (hw.name, part)
+        assert 0.5 * ceiling <= tok_s <= 1.0 * ceiling, (hw.name, tok_s, ceiling)
+        checked += 1
+    assert checked >= 8
+
+
+def test_llama_8b_batch1_a100_h100_ranges_and_their_ratio_follows_bandwidth():
+    a = infer("llama-3.1-8b", "a100-80gb", batch=1, seq_len=128, gen_len=128)
+    h = infer("llama-3.1-8b", "h100-sxm", batch=1, seq_len=128, gen_len=128)
+    assert 80 <= a.decode_tokens_per_s_per_seq <= 120 and a.bound == "memory"
+    assert 130 <= h.decode_tokens_per_s_per_seq <= 200 and h.bound == "memory"
+    bw = get_hardware("a100-80gb").device_memory.bandwidth_bytes_per_s / \
+        get_hardware("h100-sxm").device_memory.bandwidth_bytes_per_s
+    ratio = a.decode_tokens_per_s_per_seq / h.decode_tokens_per_s_per_seq
+    assert abs(ratio / bw - 1) <= 0.2, (ratio, bw)
+
+
+def test_decode_turns_compute_bound_at_large_batch_and_time_grows_sublinearly():
+    hw, spec = get_hardware("h100-sxm"), get_model("llama-3.1-8b")
+    sm = step_model(spec, hw, Workload(model=spec.name, hardware=hw.name, suite="infer"))
+    b = np.array([1, 8, 64, 512, 4096])
+    parts = sm.parts(np.zeros(5), b, b * 200)  # vectorised: one call, five steps
+    assert parts.time_s.shape == (5,) and list(parts.bound[:2]) == ["memory", "memory"]
+    assert parts.bound[-1] == "compute"
+    assert parts.time_s[2] < 2 * parts.time_s[0]  # batch 64 costs far less than 64 x batch 1
+    one = sm.time_s(0, 64, 64 * 200)
+    assert isinstance(one, float) and one == pytest.approx(parts.time_s[2])
+
+
+def test_memory_bound_whenever_bytes_win_and_prefill_is_compute_bound():
+    hw, spec = get_hardware("a100-80gb"), get_model("llama-3.1-8b")
+    sm = step_model(spec, hw, Workload(model=spec.name, hardware=hw.name, suite="infer"))
+    p = sm.parts(4096, 0, 0, prefill_seqs=4)
+    assert p.bound == "compute" and p.compute_s > p.memory_s
+    d = sm.parts(0, 4, 4 * 5000)  # long contexts: KV reads add to the bytes
+    assert d.bound == "memory" and d.memory_s > sm.parts(0, 4, 4 * 100).memory_s
+
+
+def test_moe_decode_reads_the_experts_the_batch_routes_to():
+    hw, spec = get_hardware("h100-sxm"), get_model("mixtral-8x7b")
+    sm = step_model(spec, hw, Workload(model=spec.name, hardware=hw.name, suite="infer", layout={"tp": 2}))
+    one, many = sm.parts(0, 1, 500), sm.parts(0, 64, 64 * 500)
+    # batch 1 reads 2 of 8 experts per layer (~13B of 47B weights), batch 64 all of them
+    assert 2.0 < many.memory_s / one.memory_s < 4.5
+
+
+def test_mla_decode_is_bandwidth_bound_on_the_latent():
+    hw, spec = get_hardware("h200-sxm"), get_model("deepseek-v3")
+    w = Workload(model=spec.name, hardware=hw.name, suite="infer", precision="fp8", layout={"tp": 8})
+    sm = step_model(spec, hw, w)
+    p = sm.parts(0, 64, 64 * 4096)
+    assert p.bound == "memory"
+    assert sm.kv_bytes_per_token == kv_cache_bytes_per_token(spec, sm.kv_precision)
+
+
+def test_deepseek_v3_kv_per_device_under_tp_follows_the_engine_rule():
+    spec, hw = get_model("deepseek-v3"), get_hardware("h200-sxm")
+    full = kv_cache_bytes_per_token(spec, "bf16")
+    vllm = build_step_model(spec, hw, precision="fp8", tp=8, eng=engine("vllm"), kv_precision="bf16")
+    dp_attn = build_step_model(spec, hw, precision="fp8", tp=8, kv_precision="bf16",
+                               eng=Engine(name="sglang-dp-attention", mla_replicated_tp=False))
+    assert vllm.kv_bytes_per_token_per_device == full  # the 576-wide latent on every rank
+    assert dp_attn.kv_bytes_per_token_per_device == pytest.approx(full / 8)
+    assert engine("sglang").mla_replicated_tp and engine("vllm").mla_replicated_tp
+    assert vllm.kv_capacity_tokens * 7 < dp_attn.kv_capacity_tokens
+    # GQA: 8 KV heads over 16 ranks: a head is never split, each rank holds one
+    assert kv_split(get_model("llama-3.1-70b"), 16) == 8 and kv_split(get_model("llama-3.1-70b"), 4) == 4
+
+
+def test_a_concurrency_that_does_not_fit_is_answered_with_the_one_that_does():
+    r = infer("deepseek-v3", "h200-sxm", batch=64, seq_len=32768, gen_len=1024, devices=8, precision="fp8",
+              layout={"tp": 8}, engine="vllm")
+    assert r.fits and 0 < r.concurrency < 64 and "does not fit" in r.note and "64" in r.note
+    eng = engine("vllm")
+    assert r.concurrency == seqs_that_fit(r.kv_capacity_tokens, 32768 + 1024, eng.block_tokens)
+    assert (r.concurrency + 1) * paged_tokens(33792, eng.block_tokens) > r.kv_capacity_tokens
+    ok = infer("llama-3.1-8b", "a100-80gb", batch=8, seq_len=512, gen_len=64)
+    assert ok.concurrency == 8 and ok.note == ""
+
+
+def test_7b_with_a_large_kv_cache_on_one_gaudi2_is_served_not_refused():
+    r = infer("llama-2-7b", "gaudi2", batch=256, seq_len=4096, gen_len=1024, devices=1)
+    assert r.fits and r.devices == 1 and r.concurrency < 256 and r.note
+
+
+def test_model_larger_than_hbm_on_sn40l_is_placed_in_ddr():
+    r = infer("deepseek-v3", "sn40l", batch=1, seq_len=128, gen_len=128, devices=16)
+    assert r.fits and r.tier_bytes.get("ddr", 0) > 0
+    # a GPU's engines keep weights in HBM: on too few devices it does not fit (the CLI refuses)
+    assert not infer("deepseek-v3", "h100-sxm", batch=1, seq_len=128, gen_len=128, devices=8, layout={"tp": 8}).fits
+
+
+def test_paged_blocks_round_each_sequence_up():
+    assert paged_tokens(1, 16) == 16 and paged_tokens(16, 16) == 16 and paged_tokens(17, 16) == 32
+    assert seqs_that_fit(160, 17, 16) == 5 and seqs_that_fit(160, 17, 1) == 9
+
+
+def test_fp8_kv_halves_the_cache_and_doubles_what_fits():
+    a = infer("llama-3.1-70b", "h100-sxm", batch=1, seq_len=1024, gen_len=128, devices=2, layout={"tp": 2},
+              precision="fp8", engine="vllm")
+    w = Workload(model="llama-3.1-70b", hardware="h100-sxm", suite="infer", batch=1, seq_len=1024, gen_len=128,
+                 devices=2, precision="fp8", layout={"tp": 2})
+    b = predict_infer(w.spec(), get_hardware("h100-sxm"), w, engine="vllm", kv_precision="fp8")
+    assert (a.kv_precision, b.kv_precision) == ("bf16", "fp8")
+    assert b.kv_cache_bytes == pytest.approx(a.kv_cache_bytes / 2)
+    assert b.kv_capacity_tokens == pytest.approx(2 * a.kv_capacity_tokens, rel=0.01)
+
+
+def test_engines_have_sources_and_defaults_per_family():
+    names = engine_names()
+    assert {"trtllm", "vllm", "sglang", "tgi", "jetstream", "ideal"} <= set(names)
+    for n in names:
+        e = engine(n)
+        assert e.sources, n
+        assert 0 < e.kv_mem_fraction <= 1 and e.block_tokens >= 1
+    assert default_engine_name(get_hardware("mi300x")) == "vllm"
+    assert default_engine_name(get_hardware("h100-sxm")) == "trtllm"
+    assert default_engine(get_hardware("cs3")).name == "native"
+    with pytest.raises(BadInput):
+        engine("nope")
+
+
+def test_engine_changes_the_answer_and_ideal_is_the_upper_bound():
+    rs = {e: infer("llama-3.1-8b", "h100-sxm", batch=1, seq_len=128, gen_len=128, engine=e)
+          for e in ("ideal", "trtllm", "vllm", "tgi")}
+    speeds = {e: r.decode_tokens_per_s_per_seq for e, r in rs.items()}
+    assert speeds["ideal"] > max(v for e, v in speeds.items() if e != "ideal")
+    assert len({round(v) for v in speeds.values()}) == 4
+    assert all(r.engine == e for e, r in rs.items())
+
+
+def test_cli_states_the_engine_in_text_and_json(cli):
+    code, out, _ = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "mi300x", "--batch", "1")
+    assert code == 0 and "engine" in out and "vllm" in out
+    code, out, _ = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "1",
+                       "--engine", "sglang", "--kv-precision", "fp8", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["engine"] == "sglang" and d["kv_precision"] == "fp8" and d["bound"] == "memory"
+    code, out, _ = cli("predict", "infer", "--model", "deepseek-v3", "--hardware", "h200-sxm", "--devices", "8",
+                       "--tp", "8", "--batch", "64", "--prompt-len", "32768", "--gen-len", "1024", "--precision",
+                       "fp8", "--engine", "vllm")
+    assert code == 0 and "concurrency" in out and "does not fit" in out
+    code, _, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "x")
+    assert code == 2 and len(err.strip().splitlines()) == 1
