@@ -6,6 +6,7 @@
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --batch 8 --baseline
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --layout fsdp --recompute full
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --n-layers 2 --seq 64 --layout auto
+    llmbench measure serve --model gpt2-small --n-layers 2 --rate 4 --requests 200 --json
 
 `--batch` is the global batch (all processes, all micro-steps), as everywhere in llmbench;
 `--micro-batch` the sequences one process runs per micro-step. No torch at import time. Each
@@ -15,10 +16,11 @@ resolved Workload unless --no-record; `info` is stored in the row's environment[
 """
 from __future__ import annotations
 
+import math
 import os
 
-from llmbench._cliutil import (add_db, add_fields, add_json, emit_json, int_in, table,
-                               values)
+from llmbench._cliutil import (add_db, add_device, add_fields, add_json, emit_json, float_in,
+                               int_in, table, values)
 from llmbench.measure.options import RunOptions
 from llmbench.point import Workload
 from llmbench.units import fmt_flops, fmt_metric, fmt_num, fmt_rate_bytes, label
@@ -87,6 +89,118 @@ def register(cli) -> None:
                      "precision": "only this precision (default: every one the device has)"})
     add_fields(p, RunOptions, CEILINGS_RUN)
     _outputs(p)
+    _register_serve(g)
+
+
+SERVE_ENGINE = ("max_num_seqs", "max_batched_tokens", "chunked_prefill", "block_tokens", "kv_blocks")
+SERVE_SHOWN = ("completed", "duration", "request_throughput", "output_throughput", "mean_ttft_ms",
+               "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+               "median_itl_ms", "p99_itl_ms", "median_e2el_ms", "p99_e2el_ms", "request_goodput",
+               "kv_cache_utilization", "preemptions")
+
+
+def _register_serve(g) -> None:
+    """`measure serve`: the real continuous-batching runtime (measure/serve.py)."""
+    from llmbench.measure.serve_config import EngineConfig
+
+    p = g.command("serve", serve_cmd)
+    add_fields(p, Workload, ("model",), defaults={"model": "gpt2-small"})
+    p.add_argument("--n-layers", type=int_in(1, name="n-layers"),
+                   help="fewer layers than the preset (a shrunk model; recorded as resize)")
+    load = p.add_argument_group("requests (one of --rate, --max-concurrency, --trace)")
+    load.add_argument("--rate", type=float, help="requests/s, Poisson (gamma with --burstiness); inf: all at 0")
+    load.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of the intervals (default 1: Poisson)")
+    load.add_argument("--max-concurrency", type=int_in(1, name="max-concurrency"),
+                      help="at most C requests outstanding (closed loop without --rate)")
+    load.add_argument("--trace", help="CSV/JSONL trace file (arrival_s, prompt_tokens, output_tokens; Azure, BurstGPT)")
+    load.add_argument("--requests", type=int_in(1, 100_000, name="requests"), default=None,
+                      help="requests to generate (default 200), or the first K of --trace")
+    load.add_argument("--prompt-len", default="128", help="prompt tokens: N, lognormal:MEAN,SD, uniform:LO,HI, file:PATH (default 128)")
+    load.add_argument("--output-len", default="32", help="output tokens, same forms (default 32)")
+    load.add_argument("--seed", type=int_in(0, name="seed"), default=0, help="seed of the trace, prompts and weights")
+    add_fields(p, EngineConfig, SERVE_ENGINE)
+    p.add_argument("--slo-ttft-ms", type=float, help="goodput: TTFT objective [ms]")
+    p.add_argument("--slo-tpot-ms", type=float, help="goodput: TPOT objective [ms]")
+    add_device(p)
+    p.add_argument("--threads", type=int_in(1, 1024, name="threads"),
+                   help="torch CPU threads (default torch's; 1 is steadier on a shared CPU)")
+    p.add_argument("--out", help="per-request records as CSV")
+    _outputs(p)
+
+
+def _serve_trace(a):
+    """The requests of --trace, or generated from --rate / --max-concurrency (serve/trace.py)."""
+    from llmbench.errors import BadInput
+    from llmbench.serve import trace as tr
+
+    if a.trace is not None and a.rate is not None:
+        raise BadInput("measure serve: give --trace or --rate, not both")
+    if a.trace is None and a.rate is None and a.max_concurrency is None:
+        raise BadInput("measure serve: give --rate R, --max-concurrency C or --trace FILE")
+    if a.trace is not None:
+        return tr.read_trace(a.trace, max_requests=a.requests)
+    rate = math.inf if a.rate is None else a.rate
+    return tr.synthetic(a.requests or 200, rate_per_s=rate, burstiness=a.burstiness, seed=a.seed,
+                        prompt=tr.parse_length(a.prompt_len, "--prompt-len", "prompt_tokens"),
+                        output=tr.parse_length(a.output_len, "--output-len", "output_tokens"))
+
+
+def serve_cmd(a) -> None:
+    """Replay requests on a real continuous-batching engine (PyTorch, paged KV, greedy) on the
+    device at hand: TTFT, TPOT, ITL and E2E percentiles and throughput in vLLM benchmark_serving's keys."""
+    from llmbench.measure.serve_config import EngineConfig
+    from llmbench.models import get_model
+    from llmbench.models.spec import resize
+    from llmbench.serve.metrics import Slo, summarize, write_records_csv
+
+    cfg = EngineConfig(**values(a, SERVE_ENGINE))
+    slo = Slo(ttft_ms=a.slo_ttft_ms, tpot_ms=a.slo_tpot_ms)
+    spec = get_model(a.model)
+    spec = resize(spec, n_layers=a.n_layers) if a.n_layers else spec
+    trace = _serve_trace(a)
+    if not a.no_record:
+        from llmbench.results.safe import check_writable
+        check_writable(a.db)
+    from llmbench.measure.serve import measure_serve  # torch, only now
+
+    replay, info = measure_serve(spec, trace, cfg, device=a.device, seed=a.seed,
+                                 max_concurrency=a.max_concurrency, threads=a.threads)
+    records = replay.to_records()
+    summary = summarize(records, slo=slo, kv_cache_utilization=replay.kv_cache_utilization,
+                        preemptions=replay.preemptions)
+    out = _serve_result(a, spec, trace, cfg, summary, info, records)
+    if a.out:
+        write_records_csv(records, a.out)
+    if a.json:
+        return emit_json(out)
+    rows = [(label(k), _fmt_serve(k, summary[k])) for k in SERVE_SHOWN if summary.get(k) is not None]
+    table(f"measure serve: {spec.name} ({spec.n_layers} layers) on {info['device']} {info['precision']}, "
+          f"{trace.describe()['requests']} requests ({trace.source})", ("metric", "value"), rows, right=("value",))
+
+
+def _fmt_serve(name: str, x) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def _serve_result(a, spec, trace, cfg, summary: dict, info: dict, records) -> dict:
+    """The JSON result (summary keys as `llmbench serve` gives them, at the top level) and its
+    row in the results DB: the point names model, layers, trace, load and engine knobs."""
+    point = {"suite": "serve", "model": a.model, "resize": {"n_layers": spec.n_layers} if a.n_layers else {},
+             "hardware": info["device_type"] if info["device_type"] != "cpu" else "cpu",
+             "precision": info["precision"], "trace": trace.source, "requests": len(trace),
+             "max_concurrency": a.max_concurrency, "engine": "llmbench-runtime", **cfg.to_dict()}
+    out = {"point": point, **summary, "info": info, "trace": trace.describe()}
+    if not a.no_record:
+        per_request = {k: getattr(records, k).tolist() for k in
+                       ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
+        out["key"] = record_point(point, summary, {"info": info, "requests": per_request}, a.db)
+    return out
+
+
+def record_point(point: dict, metrics: dict, environment: dict, db) -> str:
+    from llmbench.results.safe import record_or_save
+
+    return record_or_save(db, point, source="measured", status="ok", metrics=metrics, environment=environment)
 
 
 def _outputs(p) -> None:

@@ -3,7 +3,8 @@ checked against (issue 22, item 5; benchmarks/serve_sim_vs_runtime.py).
 
     llmbench measure serve --model gpt2-small --n-layers 2 --rate 4 --requests 200
     from llmbench.measure.serve import EngineConfig, ServingEngine
-    records = ServingEngine(model, EngineConfig(max_num_seqs=16)).replay(requests)
+    replay = ServingEngine(model, EngineConfig(max_num_seqs=16)).replay(read_trace("t.csv"))
+    summarize(replay.to_records())     # llmbench/serve/metrics.py: benchmark_serving's keys
 
 What it does, as vLLM does it, small:
 - **Paged KV cache.** Each layer's keys and values live in a pool of `kv_blocks` blocks of
@@ -35,29 +36,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from llmbench.measure.modeling import Transformer, apply_rotary, attention_mask, rotary_cos_sin, \
-    softcapped_attention
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineConfig:
-    """The scheduler's knobs, named as vLLM's engine arguments."""
-
-    max_num_seqs: int = 32  # sequences running at once (vLLM --max-num-seqs)
-    max_batched_tokens: int = 2048  # tokens per step (vLLM --max-num-batched-tokens)
-    chunked_prefill: bool = False  # split prompts into chunks that fill the step's token budget
-    block_tokens: int = 16  # tokens per KV block (vLLM --block-size)
-    kv_blocks: int | None = None  # blocks in the pool; None: max_num_seqs of the longest request
-
-    def __post_init__(self):
-        for name in ("max_num_seqs", "max_batched_tokens", "block_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.kv_blocks is not None and self.kv_blocks < 1:
-            raise ValueError(f"kv_blocks must be >= 1, got {self.kv_blocks}")
+from llmbench.errors import BadInput
+from llmbench.measure import device as dev
+from llmbench.measure.modeling import Transformer, apply_rotary, attention_mask, build_model, \
+    rotary_cos_sin, softcapped_attention
+from llmbench.measure.serve_config import EngineConfig
 
 
 @dataclass(frozen=True)
@@ -94,6 +81,23 @@ class Replay:
     preemptions: int
     steps: int
     duration_s: float
+    kv_cache_utilization: float  # blocks in use / blocks, the mean over steps
+
+    def to_records(self):
+        """The records as the simulator gives them (llmbench/serve/metrics.py RequestRecords)."""
+        from llmbench.serve.metrics import RequestRecords, itls_from_token_times
+
+        col = lambda name, dtype=np.float64: np.array([getattr(r, name) for r in self.records], dtype)  # noqa: E731
+        return RequestRecords(col("arrival_s"), col("first_token_s"), col("finish_s"),
+                              col("prompt_tokens", np.int64), col("output_tokens", np.int64),
+                              itl_s=itls_from_token_times([r.token_times_s for r in self.records]),
+                              preemptions=col("preemptions", np.int64))
+
+
+def requests_of(trace) -> list[Request]:
+    """A llmbench/serve/trace.py Trace (arrays) -> Requests."""
+    return [Request(float(a), int(p), int(o)) for a, p, o in
+            zip(trace.arrival_s, trace.prompt_tokens, trace.output_tokens)]
 
 
 # ---------------------------------------------------------------- KV blocks and sequences
@@ -314,14 +318,18 @@ def _sdpa(q, k, v, mask, attn, causal: bool = False) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, **kwargs)
 
 
+def check_servable(spec) -> None:
+    if spec.head != "lm" or not spec.causal or spec.is_mla:
+        raise BadInput(f"model {spec.name!r}: serving needs a causal LM without latent attention (MLA)")
+
+
 class StepRunner:
     """The model and its KV block pool; `step(plan)` runs one engine step and returns each
     entry's next token (greedy), read at the entry's last token."""
 
     def __init__(self, model: Transformer, n_blocks: int, block_tokens: int):
         spec = model.spec
-        if spec.head != "lm" or not spec.causal or spec.is_mla:
-            raise ValueError(f"model {spec.name!r}: serving needs a causal LM without latent attention (MLA)")
+        check_servable(spec)
         p = next(model.parameters())
         shape = (n_blocks, spec.n_kv_heads, block_tokens, spec.d_head)
         self.model, self.block_tokens, self.device = model.eval(), block_tokens, p.device
@@ -354,6 +362,16 @@ class WallClock:
         time.sleep(max(0.0, t_s - self.now()))
 
 
+class _NoClock:
+    """Time stands still (the warm-up; tests that compare tokens, not times)."""
+
+    def now(self) -> float:
+        return 0.0
+
+    def sleep_until(self, t_s: float) -> None:
+        pass
+
+
 class ServingEngine:
     """Continuous batching over a StepRunner: `replay(requests)` -> a Replay (one RequestRecord
     per request, in request order). `max_concurrency`: a closed loop (as benchmark_serving --max-concurrency):
@@ -364,27 +382,30 @@ class ServingEngine:
         self.model, self.cfg, self.seed = model, cfg, seed
 
     def check(self, requests) -> int:
-        """Bad requests as ValueError before anything runs; the pool's block count."""
+        """Bad requests as BadInput before anything runs; the pool's block count."""
         if not requests:
-            raise ValueError("no requests to serve")
+            raise BadInput("no requests to serve")
         spec, cfg = self.model.spec, self.cfg
         longest = max(r.prompt_tokens + r.output_tokens for r in requests)
         for r in requests:
             if r.prompt_tokens < 1 or r.output_tokens < 1 or not math.isfinite(r.arrival_s) or r.arrival_s < 0:
-                raise ValueError(f"request {r}: needs prompt and output tokens >= 1 and a finite arrival >= 0")
+                raise BadInput(f"request {r}: needs prompt and output tokens >= 1 and a finite arrival >= 0")
         if longest > spec.max_seq_len:
-            raise ValueError(f"a request of {longest} tokens exceeds {spec.name}'s max_seq_len {spec.max_seq_len}")
+            raise BadInput(f"a request of {longest} tokens exceeds {spec.name}'s max_seq_len {spec.max_seq_len}")
         if not cfg.chunked_prefill and longest > cfg.max_batched_tokens:
-            raise ValueError(f"max_batched_tokens {cfg.max_batched_tokens} < the longest request ({longest} "
+            raise BadInput(f"max_batched_tokens {cfg.max_batched_tokens} < the longest request ({longest} "
                              "tokens): without chunked prefill a prompt (recomputed with its output) runs whole")
         per_seq = math.ceil(longest / cfg.block_tokens)
         n_blocks = cfg.kv_blocks or cfg.max_num_seqs * per_seq
         if n_blocks < per_seq:
-            raise ValueError(f"kv_blocks {n_blocks} cannot hold the longest request ({per_seq} blocks of "
+            raise BadInput(f"kv_blocks {n_blocks} cannot hold the longest request ({per_seq} blocks of "
                              f"{cfg.block_tokens} tokens)")
         return n_blocks
 
-    def replay(self, requests, *, clock=None, max_concurrency: int | None = None) -> "Replay":
+    def replay(self, requests, *, clock=None, max_concurrency: int | None = None) -> Replay:
+        """Serve `requests` (Requests, or a Trace) as they arrive; `clock`: WallClock by default."""
+        if hasattr(requests, "prompt_tokens"):
+            requests = requests_of(requests)
         n_blocks = self.check(requests)
         runner = StepRunner(self.model, n_blocks, self.cfg.block_tokens)
         sched = Scheduler(self.cfg, n_blocks)
@@ -392,7 +413,7 @@ class ServingEngine:
         pending = deque(sorted(seqs, key=lambda s: (s.arrival_s, s.rid)))
         clock = clock or WallClock()
         done: list[_Seq] = []
-        last_s, steps = -math.inf, 0
+        last_s, steps, used = -math.inf, 0, 0
         while len(done) < len(seqs):
             now_s = clock.now()
             self._arrive(pending, sched, now_s, max_concurrency, last_s)
@@ -401,12 +422,19 @@ class ServingEngine:
                 clock.sleep_until(pending[0].arrival_s)
                 continue
             plan = sched.schedule()
+            used += n_blocks - len(sched.alloc.free)
             next_ids = runner.step(plan)
             steps += 1
             done += self._advance(plan, next_ids, sched, clock.now())
         return Replay(records=tuple(s.record() for s in sorted(done, key=lambda s: s.rid)),
                       kv_blocks=n_blocks, free_blocks_at_end=len(sched.alloc.free),
-                      preemptions=sched.preemptions, steps=steps, duration_s=clock.now())
+                      preemptions=sched.preemptions, steps=steps, duration_s=clock.now(),
+                      kv_cache_utilization=used / (steps * n_blocks))
+
+    def warm_up(self) -> None:
+        """Two short requests through every code path (prefill, batched decode), untimed: the first
+        calls of a kernel allocate and pick algorithms (a served engine is warm before traffic)."""
+        self.replay([Request(0.0, 8, 4), Request(0.0, 5, 4)], clock=_NoClock())
 
     def _sequences(self, requests) -> list[_Seq]:
         """Seeded random prompts (request i's ids depend on the seed and i only)."""
@@ -446,3 +474,30 @@ class ServingEngine:
                 sched.release(s)
                 finished.append(s)
         return finished
+
+
+def measure_serve(spec, trace, cfg: EngineConfig = EngineConfig(), *, device: str = "auto",
+                  precision: str | None = None, seed: int = 0,
+                  max_concurrency: int | None = None, threads: int | None = None) -> tuple[Replay, dict]:
+    """Build `spec` on the device (seeded weights), warm the engine, replay `trace` (a Trace or
+    Requests) in wall-clock time: (the replay, what ran where)."""
+    check_servable(spec)
+    d = dev.resolve(device)
+    if threads:
+        torch.set_num_threads(threads)
+    precision = precision or ("fp32" if d.type == "cpu" else "bf16")
+    ok, why = dev.supports_dtype(d, precision)
+    if not ok:
+        raise BadInput(f"--precision {precision}: {why}")
+    dev.set_precision(d, precision)
+    torch.manual_seed(seed)
+    model = build_model(spec, device=d, dtype=dev.dtype_of(precision)).eval()
+    engine = ServingEngine(model, cfg, seed=seed)
+    requests = requests_of(trace) if hasattr(trace, "prompt_tokens") else list(trace)
+    engine.check(requests)
+    engine.warm_up()
+    replay = engine.replay(requests, max_concurrency=max_concurrency)
+    info = {"device": dev.device_name(d), "device_type": d.type, "precision": precision,
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "steps": replay.steps,
+            "kv_blocks": replay.kv_blocks, "block_tokens": cfg.block_tokens}
+    return replay, info
