@@ -265,8 +265,9 @@ class _LayerKV:
 
     ragged = True
 
-    def __init__(self, meta: _StepMeta, k_pool: torch.Tensor, v_pool: torch.Tensor):
-        self.meta, self.k_pool, self.v_pool = meta, k_pool, v_pool  # pools: (blocks, hk, bt, hd)
+    def __init__(self, meta: _StepMeta, k_pool: torch.Tensor, v_pool: torch.Tensor, scratch: dict):
+        self.meta, self.k_pool, self.v_pool = meta, k_pool, v_pool  # pools: (blocks, bt, hk, hd)
+        self.scratch = scratch  # gather buffers reused by every layer and step (see _gather)
 
     def attend(self, q, k, v, attn) -> torch.Tensor:
         """q (1, h, N, hd), k and v (1, hk, N, hd) -> (1, N, h hd)."""
@@ -274,26 +275,36 @@ class _LayerKV:
         if attn.n_rot:
             cos, sin = rotary_cos_sin(attn.n_rot, m.positions, q.dtype)
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        self.k_pool[m.write_blocks, :, m.write_offsets] = k[0].transpose(0, 1)  # (N, hk, hd)
-        self.v_pool[m.write_blocks, :, m.write_offsets] = v[0].transpose(0, 1)
+        self.k_pool[m.write_blocks, m.write_offsets] = k[0].transpose(0, 1)  # (N, hk, hd)
+        self.v_pool[m.write_blocks, m.write_offsets] = v[0].transpose(0, 1)
         y = torch.empty_like(q)  # (1, h, N, hd)
         if m.dec_idx.numel():
             y[0, :, m.dec_idx] = self._decode(q[0, :, m.dec_idx], attn)
         for o, n, table, cached in m.segments:
-            y[:, :, o:o + n] = self._prefill(q[:, :, o:o + n], table, cached, attn)
+            own = (k[:, :, o:o + n], v[:, :, o:o + n])  # a fresh prompt attends to these alone
+            y[:, :, o:o + n] = self._prefill(q[:, :, o:o + n], table, cached, own, attn)
         N = q.shape[2]
         return y.transpose(1, 2).reshape(1, N, -1)
 
-    def _gather(self, pool: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
-        """(B, nb) block tables -> (B, hk, nb bt, hd) keys or values in position order."""
-        x = pool[tables]  # (B, nb, hk, bt, hd)
-        B, nb, hk, bt, hd = x.shape
-        return x.transpose(1, 2).reshape(B, hk, nb * bt, hd)
+    def _gather(self, which: str, tables: torch.Tensor) -> torch.Tensor:
+        """(B, nb) block tables -> (B, hk, nb bt, hd) keys ("k") or values ("v") in position
+        order: one index_select of whole blocks into a reused buffer (a fresh buffer each call
+        page-faults: it cost as much as the copy on this CPU), the rest views."""
+        pool = self.k_pool if which == "k" else self.v_pool
+        n_blocks, bt, hk, hd = pool.shape
+        B, nb = tables.shape
+        size = B * nb * bt * hk * hd
+        buf = self.scratch.get(which)
+        if buf is None or buf.numel() < size:
+            buf = self.scratch[which] = pool.new_empty(max(size, 2 * (0 if buf is None else buf.numel())))
+        x = buf[:size].view(B * nb, bt, hk, hd)
+        torch.index_select(pool, 0, tables.reshape(-1), out=x)
+        return x.view(B, nb * bt, hk, hd).transpose(1, 2)
 
     def _decode(self, q, attn) -> torch.Tensor:
         """q (h, D, hd) of D one-token entries -> (h, D, hd): pad + mask over their contexts."""
         m = self.meta
-        k, v = self._gather(self.k_pool, m.dec_tables), self._gather(self.v_pool, m.dec_tables)
+        k, v = self._gather("k", m.dec_tables), self._gather("v", m.dec_tables)
         j = torch.arange(k.shape[2], device=q.device)  # (S,) key positions
         mask = j <= m.dec_pos[:, None]  # (D, S): its own context only, the padding hidden
         if attn.window:
@@ -301,11 +312,15 @@ class _LayerKV:
         y = _sdpa(q.transpose(0, 1).unsqueeze(2), k, v, mask[:, None, None, :], attn)  # (D, h, 1, hd)
         return y.squeeze(2).transpose(0, 1)
 
-    def _prefill(self, q, table, cached: int, attn) -> torch.Tensor:
-        """q (1, h, n, hd) of one chunk after `cached` cached tokens -> (1, h, n, hd)."""
+    def _prefill(self, q, table, cached: int, own, attn) -> torch.Tensor:
+        """q (1, h, n, hd) of one chunk after `cached` cached tokens -> (1, h, n, hd); `own`:
+        the chunk's own k and v, all the keys a fresh prompt has."""
         n = q.shape[2]
-        k = self._gather(self.k_pool, table[None])[:, :, :cached + n]  # (1, hk, cached + n, hd)
-        v = self._gather(self.v_pool, table[None])[:, :, :cached + n]
+        if cached == 0:
+            k, v = own
+        else:
+            k = self._gather("k", table[None])[:, :, :cached + n]  # (1, hk, cached + n, hd)
+            v = self._gather("v", table[None])[:, :, :cached + n]
         if cached == 0 and not attn.window and not attn.softcap:
             return _sdpa(q, k, v, None, attn, causal=True)
         return _sdpa(q, k, v, attention_mask(n, cached, attn.window, q.device), attn)
@@ -331,10 +346,11 @@ class StepRunner:
         spec = model.spec
         check_servable(spec)
         p = next(model.parameters())
-        shape = (n_blocks, spec.n_kv_heads, block_tokens, spec.d_head)
+        shape = (n_blocks, block_tokens, spec.n_kv_heads, spec.d_head)  # a block: bt tokens' K (or V)
         self.model, self.block_tokens, self.device = model.eval(), block_tokens, p.device
         self.k = [torch.zeros(shape, device=p.device, dtype=p.dtype) for _ in range(spec.n_layers)]
         self.v = [torch.zeros(shape, device=p.device, dtype=p.dtype) for _ in range(spec.n_layers)]
+        self.scratch: dict = {}
 
     @torch.inference_mode()
     def step(self, plan: list[tuple[_Seq, int]]) -> list[int]:
@@ -342,7 +358,7 @@ class StepRunner:
         ids = [t for s, n in plan for t in s.tokens[s.computed:s.computed + n]]
         x = self.model.embed(torch.tensor([ids], device=self.device), start=meta.positions)  # (1, N, C)
         for block, k, v in zip(self.model.blocks, self.k, self.v):
-            x = block(x, _LayerKV(meta, k, v))
+            x = block(x, _LayerKV(meta, k, v, self.scratch))
         logits = self.model.head(x[:, meta.last])  # (1, P, V): the head only where a token is read
         return logits[0].argmax(-1).tolist()  # copies to the host: the device has finished
 
@@ -501,3 +517,33 @@ def measure_serve(spec, trace, cfg: EngineConfig = EngineConfig(), *, device: st
             "torch": torch.__version__, "threads": torch.get_num_threads(), "steps": replay.steps,
             "kv_blocks": replay.kv_blocks, "block_tokens": cfg.block_tokens}
     return replay, info
+
+
+def time_static_step(runner: StepRunner, decode_seqs: int, context_tokens: int, prefill_tokens: int,
+                     *, repeats: int = 3) -> float:
+    """Median wall time (s) of one engine step of `decode_seqs` decodes, each over
+    `context_tokens` cached tokens, plus one fresh prompt of `prefill_tokens` (0: none): the
+    calibration sweep that the simulator's step model is fitted on, timed by this runtime.
+    Needs a runner with enough blocks (`static_step_blocks`)."""
+    bt = runner.block_tokens
+    blocks = iter(range(static_step_blocks(decode_seqs, context_tokens, prefill_tokens, bt)))
+    plan = []
+    for i in range(decode_seqs):
+        s = _Seq(i, 0.0, context_tokens, 1, [1] * (context_tokens + 1), computed=context_tokens)
+        s.blocks = [next(blocks) for _ in range(math.ceil((context_tokens + 1) / bt))]
+        plan.append((s, 1))
+    if prefill_tokens:
+        s = _Seq(decode_seqs, 0.0, prefill_tokens, 1, [1] * prefill_tokens)
+        s.blocks = [next(blocks) for _ in range(math.ceil(prefill_tokens / bt))]
+        plan.append((s, prefill_tokens))
+    times = []
+    for _ in range(repeats + 1):  # the first, untimed, warms the shapes
+        t0 = time.perf_counter()
+        runner.step(plan)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times[1:]))
+
+
+def static_step_blocks(decode_seqs: int, context_tokens: int, prefill_tokens: int, block_tokens: int) -> int:
+    return (decode_seqs * math.ceil((context_tokens + 1) / block_tokens)
+            + math.ceil(prefill_tokens / block_tokens))
