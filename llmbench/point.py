@@ -101,6 +101,12 @@ METRICS = {
     "latency_s_p90": ("s", "90th percentile request latency"),
     "latency_s_p99": ("s", "99th percentile request latency"),
     "max_batch_x_context": ("tokens", "largest batch x context whose KV cache fits"),
+    # serving (perfmodel/serving.py)
+    "engine": ("", "serving engine whose efficiencies and KV-cache rules were used (trtllm, vllm, ...)"),
+    "kv_precision": ("", "precision of the KV cache"),
+    "concurrency": ("requests", "requests held at once over all replicas (the batch, or the most that fit)"),
+    "kv_capacity_tokens": ("tokens", "KV-cache tokens one replica holds (engine memory fraction, paged blocks)"),
+    "note": ("", "what a prediction changed from the request (e.g. a concurrency that fits), else empty"),
     # memory, per device
     "peak_mem_bytes": ("bytes", "peak memory per device (measured: allocator peak; predicted: sum)"),
     "weights_bytes": ("bytes", "weights held per device"),

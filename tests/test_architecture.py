@@ -22,7 +22,9 @@ DOC = ROOT / "docs" / "architecture.md"
 FLOORS = {
     "llmbench": 0, "errors": 0, "units": 0, "_toml": 0,    # the ground: helpers, no llmbench import
     "models": 1, "hardware": 1, "data": 1,                 # what runs and where: pure data, counting
+    "_xp": 0,                                              # the array backend (Scalar / numpy)
     "point": 2,                                            # the vocabulary: Workload, METRICS
+    "grid": 2, "footprint": 2,                             # a Workload as arrays; what a device holds
     "results": 3,                                          # the store of every result
     "perfmodel": 4, "measure": 4, "streaming": 4,          # the three engines
     "serve": 4,                                            # serving: traces, metrics, simulator

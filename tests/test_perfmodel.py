@@ -24,7 +24,7 @@ TRAIN_KEYS = {"workload", "step_time_s", "tokens_per_s", "samples_per_s", "achie
 BREAKDOWN_KEYS = {"compute", "memory", "network", "stream", "optimizer", "exposed"}
 INFER_KEYS = {"workload", "time_to_first_token_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s_p50",
               "bound", "kv_cache_bytes", "weights_bytes", "peak_mem_bytes", "tier_bytes", "mode", "fits",
-              "max_batch_x_context"}
+              "max_batch_x_context", "engine", "kv_precision", "concurrency", "kv_capacity_tokens", "note"}
 LAYOUT = ("tp", "pp", "zero", "recompute", "offload", "mode")
 
 
@@ -266,8 +266,12 @@ def test_infer_decode_is_memory_bound_and_batch_helps():
     one = infer(spec, hw, batch=1, prompt_len=512, gen_len=128)
     d = one.to_dict()
     assert set(d) == INFER_KEYS and d["bound"] == "memory" and d["workload"]["devices"] == 1
-    # decode at batch 1 reads every weight once per token
-    t_weights = 2 * 6.74e9 / (2e12 * defaults("gpu")["memory"])
+    # decode at batch 1 reads every weight once per token, at the engine's bandwidth (serving.py)
+    from llmbench.perfmodel.serving import default_engine
+
+    eng = default_engine(hw)
+    assert d["engine"] == eng.name
+    t_weights = 2 * 6.74e9 / (2e12 * eng.bandwidth_fraction) + eng.step_overhead_s
     assert 1 / d["decode_tokens_per_s_per_seq"] == pytest.approx(t_weights, rel=0.2)
     many = infer(spec, hw, batch=32, prompt_len=512, gen_len=128)
     # decode: 32 sequences per weight read; tokens_per_s counts the prefill time too (request time)

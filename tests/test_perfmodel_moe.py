@@ -17,8 +17,8 @@ from llmbench.models.counting import (
     active_param_count, kv_cache_bytes_per_token, matmul_weight_params, model_ops, param_breakdown, param_count,
 )
 from llmbench.models.moe import expert_weight_bytes_read, moe_layer_params
-from llmbench.perfmodel._xp import Scalar
-from llmbench.perfmodel.grid import Grid
+from llmbench._xp import Scalar
+from llmbench.grid import Grid
 from llmbench.perfmodel.memory import memory_use
 from llmbench.perfmodel.moe import all_to_all_s, expert_weight_bytes
 from llmbench.perfmodel.params import resolve_params

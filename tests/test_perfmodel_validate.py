@@ -44,14 +44,19 @@ def test_megatron_table1_within_5_percent(result):
 #: published configurations the memory rules still refuse (docs/predict.md, "Validation"): torchtitan's
 #: per-op selective recompute keeps less than Megatron's selective rule; MaxText offloads decoder-layer
 #: inputs to host memory, which the planner has no activation-offload tier for
-KNOWN_REFUSED = {"tt-a100-llama2-70b-ac-op", "tpurecipes-v6e-llama31-70b", "tpurecipes-v6e-llama31-405b"}
+KNOWN_REFUSED = {"tt-a100-llama2-70b-ac-op", "tpurecipes-v6e-llama31-70b", "tpurecipes-v6e-llama31-405b"} | {
+    # serving rows (issue 21) whose run happened but that the model refuses: the source states no device count
+    # (validate then places the model on one device) or, for DeepSeek on 16 SN40L, the DDR tier is not modelled;
+    # issue 21 item 3 is to answer them, after which this set shrinks
+    "cerebras-toms-405b-tokens-per-s-per-user", "sambanova-blog-llama-3.1-405b-tokens-per-s-per-user",
+    "sambanova-blog-llama-3.1-70b-tokens-per-s-per-user", "sambanova-dac25-deepseek-r1-16xsn40l"}
 LEGACY = ("cs2-", "alcf-", "emani-", "megatron-t1-", "cerebras-", "gaudi2-llama2-70b")
 
 
 def test_numeric_rows_within_tolerance(result):
     rows = result["rows"]
     assert len(rows) >= 150
-    refused = {r["id"] for r in rows if r["predicted"] is None}
+    refused = {r["id"] for r in rows if r["predicted"] is None and not r["skipped"]}  # skipped: a metric not predicted yet
     assert refused <= KNOWN_REFUSED, f"newly refused: {refused - KNOWN_REFUSED}"
     legacy = [r for r in rows if r["id"].startswith(LEGACY) and r["error"] is not None]
     bad = {r["id"] for r in legacy if abs(r["error"]) > TOL_NUMERIC}
@@ -253,3 +258,13 @@ def test_calibrate_from_the_results_store(tmp_path):
     rep, skipped = cal.calibrate_from(str(db), "h100-sxm")
     assert rep["points"] == 6 and skipped == 2
     assert rep["fit_mean_abs_error"] < 0.02
+
+
+def test_serving_metrics_not_predicted_yet_are_skipped_with_a_reason():
+    row = {"id": "x", "task": "infer", "metric": "time_per_output_token_s", "value": "0.02", "system": "h100-sxm",
+           "model": "llama-3.1-8b"}
+    assert predict_row(row) is None
+    from llmbench.perfmodel.validate import skip_reason
+    assert "not predicted yet" in skip_reason(row)
+    assert skip_reason({**row, "metric": "tokens_per_s"}) == ""
+    assert skip_reason({**row, "task": "train", "metric": "samples_per_s"}) == ""

@@ -13,9 +13,12 @@ from llmbench.models.counting import param_count
 
 REF = Path(__file__).resolve().parents[1] / "llmbench" / "reference"
 COLUMNS = ("id,source,source_url,where,system,model,task,precision,batch,seq_len,gen_len,devices,"
-           "tp,pp,dp,zero,recompute,micro_batch,grad_accum,metric,value,unit,notes").split(",")
+           "tp,pp,dp,zero,recompute,micro_batch,grad_accum,metric,value,unit,notes,"
+           # serving columns (issue 21), at the end so readers by position keep working
+           "engine,engine_version,kv_precision,concurrency,request_rate,metric_kind").split(",")
 METRICS = {"tokens_per_s", "samples_per_s", "step_time_s", "mfu", "achieved_tflops", "time_to_first_token_s",
-           "decode_tokens_per_s_per_seq", "latency_s_p50", "scaling_efficiency", "epoch_time_s", "peak_mem_bytes"}
+           "decode_tokens_per_s_per_seq", "latency_s_p50", "scaling_efficiency", "epoch_time_s", "peak_mem_bytes",
+           "time_per_output_token_s"}
 # metrics of rows carried over unchanged from published.csv (ratios, trends, Megatron Table 1's TFLOP/s)
 LEGACY_METRICS = {"epoch_time_h", "trend", "gas4_over_gas1", "s0.9_over_dense", "speedup_over_1_system",
                   "per_device_speedup", "speedup", "devices_needed"}
@@ -24,7 +27,8 @@ SYSTEMS = {p.stem for p in (REF.parent / "hardware" / "catalog").glob("*.toml")}
     "a100-40gb", "a100-80gb", "h100-sxm", "h200-sxm", "mi250", "gaudi2", "sn30", "bow-ipu", "cs2", "cs3",
     "b200", "gb200-nvl72", "h100-pcie", "l40s", "mi300x", "mi325x", "gaudi3", "tpu-v5e", "tpu-v5p", "tpu-v6e", "sn40l"}
 PRECISIONS = {"fp32", "tf32", "fp16", "bf16", "cbf16", "fp8", "fp4"}
-INT_COLUMNS = ("batch", "seq_len", "gen_len", "devices", "tp", "pp", "dp", "zero", "micro_batch", "grad_accum")
+INT_COLUMNS = ("batch", "seq_len", "gen_len", "devices", "tp", "pp", "dp", "zero", "micro_batch", "grad_accum",
+               "concurrency")
 
 
 def _read(name: str) -> list[dict]:
@@ -162,3 +166,62 @@ def test_memory_hierarchy_rows_are_sourced():
         assert r["system"] in SYSTEMS and r["tier"] and r["holds"] and r["source"].strip(), r
         for col in ("capacity_bytes", "bandwidth_bytes_per_s"):
             assert r[col] == "" or r[col].isdigit(), (r["system"], r["tier"], col)
+
+
+# --- serving rows (issue 21, build item 4) ---------------------------------------------------------------
+SERVING = [r for r in NUMERIC if r["task"] == "infer"]
+ENGINES = {"trtllm", "vllm", "sglang", "tgi", "jetstream", "nim", "deepspeed-mii", "gpt-fast", "cerebras", "optimum-habana",
+           "sambaflow", "synapseai", "llama.cpp", "saxml", "lmdeploy"}
+#: unit of each serving metric: a row's number means nothing without it
+SERVING_UNITS = {"tokens_per_s": "tokens/s", "decode_tokens_per_s_per_seq": "tokens/s", "time_to_first_token_s": "s",
+                 "latency_s_p50": "s", "devices_needed": "count", "time_per_output_token_s": "s",
+                 "samples_per_s": "samples/s"}
+
+
+def serving_problems(rows: list[dict]) -> list[str]:
+    """Every serving row names its engine, model, hardware, metric with its unit, and a source URL;
+    a precision it states is a known one (the weights' precision, or the KV cache's)."""
+    out = []
+    for r in rows:
+        for col in ("engine", "model", "system", "metric", "unit", "source_url", "where"):
+            if not r[col].strip():
+                out.append(f"{r['id']}: empty {col}")
+        if r["engine"] and r["engine"] not in ENGINES:
+            out.append(f"{r['id']}: engine {r['engine']!r}")
+        if SERVING_UNITS.get(r["metric"]) != r["unit"]:
+            out.append(f"{r['id']}: metric {r['metric']} in {r['unit']!r}")
+        if r["kv_precision"] not in PRECISIONS | {""}:
+            out.append(f"{r['id']}: kv_precision {r['kv_precision']!r}")
+    return out
+
+
+def test_every_serving_row_names_engine_model_hardware_metric_unit_and_url():
+    assert serving_problems(SERVING) == []
+
+
+def test_the_serving_check_catches_a_bad_row():
+    good = dict(SERVING[0])
+    assert serving_problems([good]) == []
+    for col, bad in (("engine", ""), ("engine", "magic"), ("unit", "ms"), ("source_url", ""), ("kv_precision", "int3")):
+        assert serving_problems([{**good, col: bad}]), (col, bad)
+
+
+def test_serving_coverage_of_issue_21():
+    assert len(SERVING) >= 85  # 45 rows before issue 21, >= 40 added
+    assert len({r["source"] for r in SERVING}) >= 18  # 8 sources before, >= 10 added
+    systems = {r["system"] for r in SERVING}
+    assert {"a100-80gb", "h100-sxm", "h200-sxm", "b200", "mi300x", "gaudi2", "gaudi3", "cs3", "sn40l"} <= systems
+    assert len({r["engine"] for r in SERVING}) >= 6
+    # batch 1 through saturation, with batch-1 decode on A100 and H100
+    assert any(r["batch"] == "1" and r["system"] == "a100-80gb" and r["metric"] == "decode_tokens_per_s_per_seq"
+               for r in SERVING)
+    assert any(r["batch"] == "1" and r["system"] == "h100-sxm" for r in SERVING)
+    assert max(int(r["batch"]) for r in SERVING if r["batch"]) >= 256
+
+
+def test_serving_rows_state_a_concurrency_that_matches_the_batch():
+    for r in SERVING:
+        if r["concurrency"] and r["batch"]:
+            assert r["concurrency"] == r["batch"], r["id"]
+        if r["request_rate"]:
+            assert float(r["request_rate"]) > 0, r["id"]

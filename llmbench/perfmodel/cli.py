@@ -33,6 +33,7 @@ def register(cli) -> None:
                defaults={"seq_len": 128, "gen_len": 128},
                help={"batch": "concurrent requests", "seq_len": "prompt tokens per request"},
                aliases={"seq_len": ["--prompt-len"]})
+    add_engine_options(p)
     add_json(p)
     p = cli.command("project", project_cmd)
     add_fields(p, Workload, TRAIN_FIELDS, required=("model", "hardware", "batch", "seq_len"))
@@ -55,6 +56,18 @@ def register(cli) -> None:
                         "(power_w); cost: fewest USD per token (price_per_device_hour_usd) (default time)")
     p.add_argument("--top", type=int_in(1, 1000, "top"), default=10, help="layouts shown (default 10)")
     add_json(p)
+
+
+def add_engine_options(p) -> None:
+    """--engine and --kv-precision of a serving prediction (perfmodel/serving.py, engines.toml)."""
+    from llmbench.perfmodel.serving import KV_PRECISIONS, engine_names
+
+    p.add_argument("--engine", choices=engine_names(), default=None,
+                   help="serving engine (default: TensorRT-LLM on NVIDIA, vLLM on AMD, JetStream on TPU, the "
+                        "vendor's own stack ('native') elsewhere; docs/predict.md 'Serving')")
+    p.add_argument("--kv-precision", choices=KV_PRECISIONS, default=None,
+                   help="KV-cache precision (default: fp8 with fp8/fp4 weights where the engine pairs them, "
+                        "else the activations' 16-bit type)")
 
 
 def workload(a, suite: str) -> Workload:
@@ -109,25 +122,39 @@ def predict_train_cmd(a) -> None:
     pairs(rows)
 
 
-def predict_infer_cmd(a) -> None:
-    """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache."""
-    from llmbench.perfmodel.predict import predict
+def _infer(a):
+    """The InferPrediction of the parsed options, with --engine and --kv-precision."""
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.infer import predict_infer
+    from llmbench.point import precision_for
 
     w = workload(a, "infer")
-    pred = predict(w)
+    hw = get_hardware(w.hardware)
+    w = w.with_(precision=w.precision or precision_for(hw))
+    return predict_infer(w.spec(), hw, w, engine=a.engine, kv_precision=a.kv_precision)
+
+
+def predict_infer_cmd(a) -> None:
+    """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache; the
+    engine assumed; a batch whose KV cache does not fit is served at the concurrency that does."""
+    pred = _infer(a)
     if not pred.fits:
-        raise BadInput(f"{w.model} with a {fmt_bytes(pred.kv_cache_bytes)} KV cache does not fit on "
-                       f"{pred.devices} x {w.hardware}; drop --devices to get the fewest that hold it, "
-                       "or use a smaller batch")
+        raise BadInput(f"{pred.workload.model}'s weights ({fmt_bytes(pred.weights_bytes)} per device) leave no room "
+                       f"for a KV cache on {pred.devices} x {pred.workload.hardware}; drop --devices to get the "
+                       "fewest that hold it")
     if a.json:
         return emit_json(pred.to_dict())
     d, w = pred.metrics(), pred.workload
     rows = [("prediction", f"infer {w.model} on {w.devices} x {w.hardware}, batch {w.batch}, "
                            f"prompt {w.seq_len}, gen {w.gen_len}, {w.precision}"),
+            ("engine", f"{d['engine']} (KV cache {d['kv_precision']}, {d['kv_capacity_tokens']:,} tokens per replica)"),
             ("layout", layout_text(w)), ("TTFT", fmt_time(d["time_to_first_token_s"])),
             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
             ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f}"), ("latency", fmt_time(d["latency_s_p50"])),
-            ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})")]
+            ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})"
+                                                         f"{lower_tiers(d)}")]
+    if d["concurrency"] < w.batch:
+        rows.append(("concurrency", f"{d['concurrency']} at once: {d['note']}"))
     if d["max_batch_x_context"] is not None:
         rows.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
     pairs(rows)

@@ -1,6 +1,7 @@
-"""Inference model and its layout choice: prefill (compute-bound), decode (weights + KV cache read
-per token), KV-cache memory, BERT-style classification latency; modes resident (HBM) and
-sram_pipeline (weights and KV cache in on-chip SRAM, layers split over wafers).
+"""Inference model and its layout choice: a static batch served by an engine, every step timed by
+the one serving physics (serving.StepModel: prefill, decode, KV cache as the engine holds it);
+BERT-style classification latency; modes resident (HBM) and sram_pipeline (weights and KV cache in
+on-chip SRAM, layers split over wafers).
 
     from llmbench.perfmodel.infer import predict_infer
     w = Workload(model="llama-3.1-8b", hardware="cs3", suite="infer", batch=1, seq_len=128, gen_len=256)
@@ -9,26 +10,27 @@ sram_pipeline (weights and KV cache in on-chip SRAM, layers split over wafers).
 `seq_len` is the prompt length. Layout: on the given devices (or, left out, the fewest that hold
 the model: powers of two for GPUs, any count of wafers), every split into tp (within a node,
 dividing the heads) x pp (stages, dividing the layers) x dp (replicas, dividing the batch) is
-predicted and the lowest request latency that fits wins (ties: fewer stages, less tp). Stages run
-one after another for a request (no pipeline concurrency: issue 10 step 3). Python floats only.
+predicted and the lowest request latency that holds the batch wins (ties: fewer stages, less tp);
+when no split holds the whole batch, the engine holds as many requests as its KV cache fits and the
+rest queue (`concurrency`, `note`). Stages run one after another for a request (no pipeline
+concurrency: issue 10 step 3).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from llmbench import footprint
 from llmbench.errors import BadInput
-from llmbench.models.counting import dtype_bytes, kv_cache_bytes_per_token
+from llmbench.models.counting import dtype_bytes
 from llmbench.point import Workload
 
-from ._xp import Scalar as xp
-from .params import gemm_efficiency, resolve_params
+from . import serving
+from .params import resolve_params
+from .serving import Engine
 from .shapes import shape
-from .moe import mlp_forward
-from .step import gemm_peak, head_forward, layer_forward, ring
 
 MODES = ("auto", "resident", "sram_pipeline")
-USABLE = 0.9  # share of device memory for weights + KV cache (the rest: activations, runtime)
 MAX_DEVICES = 4096
 
 
@@ -57,6 +59,15 @@ class InferPrediction:
     fits: bool
     max_batch_x_context: float | None
     """sram_pipeline: the most batch x context tokens a replica's KV cache holds next to its weights"""
+    engine: str = "ideal"
+    """the serving engine (serving.Engine) whose efficiencies and KV rules were used"""
+    kv_precision: str = "bf16"
+    concurrency: int = 0
+    """requests held at once over all replicas: the batch, or the most whose KV cache fits"""
+    kv_capacity_tokens: int = 0
+    """KV-cache tokens one replica holds (engine memory fraction, whole paged blocks)"""
+    note: str = ""
+    """what the prediction changed from the request (a concurrency that fits), else empty"""
 
     @property
     def devices(self) -> int:
@@ -71,17 +82,17 @@ class InferPrediction:
 
 @dataclass(frozen=True, kw_only=True)
 class Serve:
-    """What one serving layout needs: the model's constants at this precision and mode."""
+    """What one serving request needs: the model, hardware, precision, mode and engine."""
 
     spec: object
     hw: object
-    sh: object
     p: dict
-    peak: float
+    precision: str
     mode: str
     encoder: bool
     weights_bytes: float
-    kv_bytes_per_token: float
+    engine: object
+    kv_precision: str | None = None
 
 
 def check_infer(spec, w: Workload) -> bool:
@@ -95,9 +106,12 @@ def check_infer(spec, w: Workload) -> bool:
     return encoder
 
 
-def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) -> InferPrediction:
+def predict_infer(spec, hw, w: Workload | None = None, params=None, *, engine=None, kv_precision=None,
+                  **legacy) -> InferPrediction:
     """Serve `w.batch` requests of `w.seq_len` prompt tokens generating `w.gen_len` tokens each,
-    on the layout with the lowest latency that fits (fits False: none does on w.devices)."""
+    on the layout with the lowest latency that holds the batch (else the most requests that fit:
+    `concurrency`, `note`); fits False: the weights fit no split of w.devices. engine: a name or a
+    serving.Engine (default: serving.default_engine(hw)); kv_precision: the KV cache's."""
     from llmbench.point import precision_for
 
     if w is None:
@@ -108,33 +122,49 @@ def predict_infer(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     encoder = check_infer(spec, w)
     mode = w.layout.mode or hw.default_mode_infer
     mode = "resident" if mode == "weight_streaming" else mode
-    sh = shape(spec, precision)
+    eng = engine if isinstance(engine, Engine) else serving.engine(engine) if engine else serving.default_engine(hw)
     p = params if params is not None else resolve_params(hw)
-    s = Serve(spec=spec, hw=hw, sh=sh, p=p, peak=gemm_peak(hw, precision, p), mode=mode, encoder=encoder,
-              weights_bytes=sh.params * sh.s,
-              kv_bytes_per_token=0.0 if encoder else kv_cache_bytes_per_token(spec, precision))
+    s = Serve(spec=spec, hw=hw, p=p, precision=precision, mode=mode, encoder=encoder, engine=eng,
+              weights_bytes=float(shape(spec, precision).params) * dtype_bytes(precision), kv_precision=kv_precision)
     tp = w.layout.tp
     if tp and (spec.n_heads % tp or (w.devices and w.devices % tp)):
         raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and the devices ({w.devices})")
-    counts = [w.devices] if w.devices else _counts(hw, mode)
-    best = None
+    return _search(s, w)
+
+
+def _search(s: Serve, w: Workload) -> InferPrediction:
+    """Every (devices, tp, pp) split: the one that holds the whole batch with the lowest latency;
+    devices left out: the fewest that hold it (else the fewest that hold the weights)."""
+    counts = [w.devices] if w.devices else _counts(s.hw, s.mode)
+    best = fallback = None
     for n in counts:
-        if not w.devices and s.weights_bytes / n > _tier(s)[1]:
+        if not w.devices and s.weights_bytes / n > _capacity(s):
             continue  # no split of n devices holds the weights
         for tp, pp in serve_layouts(s, w, n):
-            pred = serve(s, w.with_(devices=n, tp=tp, pp=pp, mode=mode))
-            key = (not pred.fits, pred.latency_s_p50, pp, tp)
+            pred = serve(s, w.with_(devices=n, tp=tp, pp=pp, mode=s.mode))
+            key = (not pred.fits, pred.concurrency < w.batch, pred.latency_s_p50, pp, tp)
             if best is None or key < best[0]:
                 best = (key, pred)
-        if best is not None and best[1].fits:
+        if best is not None and best[1].fits and (w.devices or best[1].concurrency >= w.batch):
             return best[1]
+        if best is not None and best[1].fits and fallback is None:
+            fallback = best[1]
+    if fallback is not None:
+        return fallback
     if not w.devices:
-        raise BadInput(f"{spec.name} (batch {w.batch}, {w.seq_len} + {w.gen_len} tokens) does not fit on up to "
-                       f"{counts[-1]} x {hw.name}")
+        raise BadInput(f"{s.spec.name} (batch {w.batch}, {w.seq_len} + {w.gen_len} tokens) does not fit on up to "
+                       f"{counts[-1]} x {s.hw.name}")
     if best is None:
-        raise BadInput(f"no tp x pp x replicas split of {w.devices} x {hw.name} serves batch {w.batch} "
-                       f"({spec.name}: {spec.n_heads} heads, {spec.n_layers} layers; replicas divide the batch)")
+        raise BadInput(f"no tp x pp x replicas split of {w.devices} x {s.hw.name} serves batch {w.batch} "
+                       f"({s.spec.name}: {s.spec.n_heads} heads, {s.spec.n_layers} layers; replicas divide the batch)")
     return best[1]
+
+
+def _capacity(s: Serve) -> float:
+    """Bytes of weights one device can hold: its memory (wafer: SRAM), plus a DDR tier where the
+    vendor serves from it (SambaNova)."""
+    tier, ddr = serving._memory_tier(s.hw, s.mode)
+    return tier.capacity_bytes * s.engine.kv_mem_fraction + (ddr.capacity_bytes if ddr is not None else 0.0)
 
 
 def _counts(hw, mode: str) -> list[int]:
@@ -163,93 +193,59 @@ def serve_layouts(s: Serve, w: Workload, n: int) -> list[tuple[int, int]]:
     return out
 
 
+def prefill_s(sm, seqs: int, prompt: int, causal: bool = True) -> float:
+    """Prefill of `seqs` prompts of `prompt` tokens on one replica: one step, or the engine's
+    chunks of chunked_prefill_tokens (each chunk reads the weights again; attention pairs shared
+    out over the chunks)."""
+    total = seqs * prompt
+    budget = sm.engine.chunked_prefill_tokens or total
+    steps = max(1, math.ceil(total / budget))
+    pairs = seqs * (prompt * (prompt + 1) / 2.0 if causal else float(prompt) * prompt)
+    return steps * sm.time_s(total / steps, 0, 0, prefill_seqs=seqs / steps, prefill_attn_pairs=pairs / steps)
+
+
 def serve(s: Serve, w: Workload) -> InferPrediction:
-    """One layout: each of dp replicas serves batch / dp requests over tp x pp devices."""
-    sh, p, lay = s.sh, s.p, w.layout
+    """One layout: each of dp replicas serves batch / dp requests over tp x pp devices, at most as
+    many at once as its KV cache holds (serving.StepModel)."""
+    lay, p = w.layout, s.p
     tp, pp, n = lay.tp, lay.pp, w.devices
     dp = n // (tp * pp)
     b = w.batch // dp
-    kv = s.kv_bytes_per_token * b * (w.seq_len + w.gen_len)  # one replica's cache
-    on_chip = s.mode == "sram_pipeline"
-    tier, cap = _tier(s)
-    per_dev = (s.weights_bytes + kv) / (tp * pp)
-    mbc = max(0.0, (pp * tier.capacity_bytes - s.weights_bytes) / s.kv_bytes_per_token) \
-        if on_chip and s.kv_bytes_per_token else None
-    bw = tier.bandwidth_bytes_per_s * p["memory"]
-    T = float(w.seq_len)
-    lc, lm, _ = layer_forward(sh, float(b), T, tp, p, s.peak, bw, 1.0, 1.0, xp)
-    hc, hm = head_forward(sh, float(b), 1.0 if not s.encoder else T, tp, p, s.peak, bw, xp)
-    ttft = sh.L * (lc + lm) + hc + hm + _tp_allreduce(sh, b * T, tp, s.hw, p) + _hops(s, pp, n, b * T)
-    dc, dm = _decode_step(sh, b, w.seq_len + w.gen_len / 2.0, tp, p, s.peak, bw)
-    t_tok = dc + dm + _tp_allreduce(sh, b, tp, s.hw, p) + _hops(s, pp, n, b)
-    if s.encoder or w.gen_len == 0:
-        bound = "compute" if sh.L * lc + hc >= sh.L * lm + hm else "memory"
+    sm = serving.build_step_model(s.spec, s.hw, precision=s.precision, tp=tp, pp=pp, mode=s.mode, eng=s.engine,
+                                  kv_precision=s.kv_precision, params=p)
+    T, g = w.seq_len, w.gen_len
+    conc = b if s.encoder else max(min(b, sm.seqs_that_fit(T + g)), 0)
+    run = max(conc, 1)
+    ttft = prefill_s(sm, run, T, causal=not s.encoder)
+    if s.encoder or g == 0:
+        t_tok, bound = 0.0, sm.parts(run * T, 0, 0, prefill_seqs=run).bound
     else:
-        bound = "compute" if dc >= dm else "memory"
-    latency = ttft + w.gen_len * t_tok + p["infer_overhead_s"]
+        step = sm.parts(0, run, run * (T + g / 2.0))
+        t_tok, bound = step.time_s, step.bound
+    latency = ttft + g * t_tok + p["infer_overhead_s"]
     # generated tokens over the whole request time: a prompt's prefill holds its batch slot too
     # (offline serving: 2,048-token prompts cut output throughput ~3x against 128; TensorRT-LLM)
-    tps = w.batch * (w.seq_len if s.encoder or w.gen_len == 0 else w.gen_len) / latency
-    return InferPrediction(workload=w, time_to_first_token_s=ttft + p["infer_overhead_s"],
-                           decode_tokens_per_s_per_seq=0.0 if s.encoder else 1.0 / t_tok, tokens_per_s=tps,
-                           latency_s_p50=latency, bound=bound, kv_cache_bytes=kv / (tp * pp),
-                           weights_bytes=s.weights_bytes / (tp * pp), peak_mem_bytes=per_dev,
-                           tier_bytes={tier.name: per_dev}, mode=s.mode, fits=per_dev <= cap,
-                           max_batch_x_context=mbc)
-
-
-def _tier(s: Serve):
-    """(the tier that holds weights and KV cache, its usable bytes per device): on-chip SRAM in
-    sram_pipeline, else device memory less what activations and the runtime take (USABLE)."""
-    if s.mode == "sram_pipeline":
-        t = s.hw.tier("sram") or s.hw.memory_tiers[0]
-        return t, t.capacity_bytes
-    return s.hw.device_memory, s.hw.device_memory.capacity_bytes * USABLE
-
-
-def _hops(s: Serve, pp: int, n: int, tokens: float) -> float:
-    """Pipeline stages pass the boundary activations one after another: (pp - 1) hops over the
-    fabric (a wafer's SwarmX/Ethernet link; between GPU nodes, the per-device NIC)."""
-    if pp <= 1:
-        return 0.0
-    ic = s.hw.interconnect
-    if ic is None:
-        bw, lat = s.hw.device_memory.bandwidth_bytes_per_s, 0.0
-    else:
-        cross = n > max(ic.devices_per_node, 1) and s.mode != "sram_pipeline"
-        bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if cross else ic.bandwidth_bytes_per_s
-        lat = ic.latency_s
-    return (pp - 1) * (lat + tokens * s.sh.d * s.sh.s / bw)
-
-
-def _decode_step(sh, batch, ctx, tp, p, peak, bw):
-    """(compute part, memory part) of one generated token for `batch` sequences. A MoE model reads
-    the weights of the experts its batch touches (moe.mlp_forward: E (1 - (1 - k/E)^batch) per
-    layer, uniform routing); the attention reads the KV cache (MLA: the latent, absorbed form)."""
-    comp = mem = 0.0
-    for N, K, split_n in sh.gemms:
-        Nn, Kk = (N / tp, K) if split_n else (N, K / tp)
-        tc = 2.0 * batch * Nn * Kk / (peak * gemm_efficiency(batch, Nn, Kk, p, xp))
-        tm = (batch * Kk + Kk * Nn + batch * Nn) * sh.s / bw
-        comp, mem = (comp + tc, mem) if tc >= tm else (comp, mem + tm)
-    if sh.moe is not None:
-        mc, mm = mlp_forward(sh, float(batch), tp, 1.0, p, peak, bw, xp)
-        comp, mem = comp + mc, mem + mm
-    # q . K^T and p . V over the cache
-    tc = batch * sh.decode_attn_flops_ctx / tp * ctx / (peak * gemm_efficiency(1, ctx, sh.hd, p, xp))
-    tm = batch * ctx * sh.kv_elems_tok * sh.s / tp / bw
-    comp, mem = (comp + tc, mem) if tc >= tm else (comp, mem + tm)
-    mem += batch * sh.ew_bytes_tok / tp / bw + p["token_layer_latency_s"]
-    hc, hm = head_forward(sh, float(batch), 1.0, tp, p, peak, bw, xp)
-    return sh.L * comp + hc, sh.L * mem + hm
-
-
-def _tp_allreduce(sh, tokens, tp, hw, p):
-    if tp <= 1 or hw.interconnect is None:
-        return 0.0
-    ic = hw.interconnect
-    size = tokens * sh.d * sh.s
-    return sh.L * 2 * ring(size, float(tp), ic.bandwidth_bytes_per_s, ic.latency_s, p["network"], xp)
+    tps = dp * run * (T if s.encoder or g == 0 else g) / latency
+    mem = footprint.serving(s.spec, s.precision, batch=run, context=T + g, encoder=s.encoder, tp=tp, pp=pp,
+                            kv_precision=sm.kv_precision, mla_replicated=s.engine.mla_replicated_tp,
+                            block_tokens=s.engine.block_tokens)
+    kv = mem.kv_cache
+    w_dev = mem.weights - sm.weights_ddr_bytes_per_device
+    tier = serving._memory_tier(s.hw, s.mode)[0]
+    tiers = {tier.name: w_dev + kv}
+    if sm.weights_ddr_bytes_per_device:
+        tiers["ddr"] = sm.weights_ddr_bytes_per_device
+    note = "" if conc >= b else (
+        f"batch {w.batch} does not fit: {s.engine.name}'s KV cache holds {sm.kv_capacity_tokens:,} tokens per "
+        f"replica, {dp * conc} requests of {T + g} tokens at once; the rest queue")
+    return InferPrediction(
+        workload=w, time_to_first_token_s=ttft + p["infer_overhead_s"],
+        decode_tokens_per_s_per_seq=0.0 if s.encoder or not t_tok else 1.0 / t_tok, tokens_per_s=tps,
+        latency_s_p50=latency, bound=bound, kv_cache_bytes=kv, weights_bytes=mem.weights,
+        peak_mem_bytes=w_dev + kv, tier_bytes=tiers, mode=s.mode, fits=sm.fits and conc >= 1,
+        max_batch_x_context=float(sm.kv_capacity_tokens) if s.mode == "sram_pipeline" else None,
+        engine=s.engine.name, kv_precision=sm.kv_precision, concurrency=dp * conc,
+        kv_capacity_tokens=sm.kv_capacity_tokens, note=note)
 
 
 def sram_wafers(W, kv, cap):

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from llmbench.errors import BadInput
 
-from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
-from .shapes import expert_fraction
+from llmbench import footprint
+from llmbench.grid import OFF_OPTIMIZER, Grid
 
 #: per architecture: (rule, source) — printed by `llmbench plan` and in docs/predict.md
 RULES = {
@@ -104,6 +103,8 @@ class Hierarchy:
     fanout: int = 2
     """tree fan-out of the weight broadcast / gradient reduce in weight streaming"""
     rule: tuple = field(default=("", ""))
+    runtime: str = "mixed"
+    """the vendor stack's footprint.STATE entry (Megatron / DeepSpeed mixed precision)"""
 
     @property
     def store_is_device(self) -> bool:
@@ -172,15 +173,11 @@ def _cpu(hw) -> Hierarchy:
                      rule=RULES["cpu"])
 
 
-@lru_cache(maxsize=256)
-def model_state_bytes(spec, precision: str) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer incl. fp32 master) bytes of the whole model:
-    models/counting.training_memory_bytes (mixed-precision Adam, ZeRO arXiv:1910.02054 Sec. 3.1),
-    the one model-level formula; this module only places it per device and tier."""
-    from llmbench.models.counting import training_memory_bytes
-
-    m = training_memory_bytes(spec, precision)
-    return m["weights"], m["gradients"], m["master_weights"] + m["optimizer"]
+def model_state_bytes(spec, precision: str, runtime: str = "mixed") -> tuple[float, float, float]:
+    """(weights, gradients, optimizer incl. fp32 master) bytes of the whole model on `runtime`
+    (footprint.STATE); this module only places them per device and tier."""
+    k = footprint.state_totals(spec, precision, runtime)
+    return k["weights"], k["grads"], k["master"] + k["optimizer"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,60 +207,28 @@ class MemoryUse:
         return out
 
 
-def activations(spec, g: Grid, acts, xp):
-    """(saved activations, fp32 logits) per device of one micro-batch step. Resident: 1F1B keeps
-    min(m, pp) micro-batches in flight on the first stage (arXiv:2104.04473 Sec. 2.2); full
-    recompute rebuilds one layer in full during its backward."""
-    none, sel, full_act = acts
-    full = g.recompute == FULL
-    per_seq = xp.where(full, full_act, xp.where(g.recompute == SELECTIVE, sel, none))
-    act_layer = g.micro_batch * per_seq / g.tp
-    inflight = xp.minimum(g.micro_steps, g.pp)
-    act = spec.n_layers / g.pp * act_layer * inflight + full * (g.micro_batch * none / g.tp)
-    logits = g.micro_batch * g.seq * spec.vocab_size * 4.0 / g.tp if spec.head == "lm" else 0.0
-    return act, logits
-
-
-def sharded(state, expert_share, g: Grid, stage: int, xp):
-    """Bytes per device of one kind of model state (weights, gradients or optimizer): split by
-    tp x pp; from ZeRO `stage` on, the rest sharded over the dp replicas and the routed experts'
-    share over the dp / ep replicas holding the same experts (expert data parallelism), after ep
-    split them (DeepSpeed-MoE arXiv:2201.05596 Sec. 4; ZeRO arXiv:1910.02054 Sec. 5)."""
-    z = g.zero >= stage
-    dense = state * (1.0 - expert_share) / xp.where(z, g.dp, 1.0)
-    experts = state * expert_share / g.ep / xp.where(z, g.dp / g.ep, 1.0)
-    return (dense + experts) / (g.tp * g.pp)
-
-
-def memory_use(spec, sh, precision: str, hw, g: Grid, acts, xp) -> MemoryUse:
-    """Per-device bytes on each tier, by the rules above; fits when every tier holds its share."""
+def memory_use(spec, sh, precision: str, hw, g: Grid, acts, xp, runtime: str | None = None) -> MemoryUse:
+    """Per-device bytes on each tier: footprint.training on `runtime` (None: the hardware's stack,
+    Hierarchy.runtime) placed by the rules above; fits when every tier holds its share."""
     h = hierarchy(hw)
-    W, G, O = model_state_bytes(spec, precision)
-    fe = expert_fraction(sh)
-    wd, gd, od = (sharded(X, fe, g, stage, xp) for X, stage in ((W, 3), (G, 2), (O, 1)))
-    dp = g.dp
-    act, logits = activations(spec, g, acts, xp)
+    rt = runtime or h.runtime
+    f = footprint.training(spec, g, precision, rt, xp, acts=acts, stream_layer_params=sh.layer_params)
     off = g.offload == OFF_OPTIMIZER
-    resident = wd + gd + xp.where(off, 0.0, od) + act + logits
-    st = g.streaming
-    # weight streaming: two layers' weights double-buffered on the device; the store holds the
-    # model state (a per-device store: this device's data-parallel share, as ZeRO-Infinity)
-    buf = 2.0 * sh.layer_params * sh.s
-    stream_kinds = (buf, 0.0, 0.0)  # weights, grads, optimizer on the device
-    state = W + G + O
-    stream_store = state if h.store_shared else state / dp
-    if h.store is None:  # the store is the device's own memory (a CPU): all of it there
-        stream_kinds, stream_store = (buf + W / dp, G / dp, O / dp), 0.0
-    stream_dev = sum(stream_kinds) + act + logits
-    peak = xp.where(st, stream_dev, resident)
-    store = xp.where(st, stream_store, xp.where(off, od, 0.0))
+    opt = f.master + f.optimizer
+    kinds = (f.weights, f.grads, xp.where(off, 0.0, opt))
+    store = xp.where(off, opt, f.store)
+    if h.store is None:  # weight streaming over the device's own memory (a CPU): all of it there
+        W, G, O = (v / g.dp for v in model_state_bytes(spec, precision, rt))
+        kinds = tuple(xp.where(g.streaming, a, b) for a, b in zip((f.weights + W, G, O), kinds))
+        store = xp.where(g.streaming, 0.0, store)
+    elif h.store_shared:  # one store for every device (MemoryX): the whole model state
+        store = xp.where(g.streaming, sum(model_state_bytes(spec, precision, rt)), store)
+    peak = sum(kinds) + f.activations + f.logits + f.buffers
     cap_store = h.store.capacity_bytes if h.store is not None else 0.0
     fits = (peak <= h.resident.capacity_bytes) & (store <= cap_store)
-    sw, sg, so = stream_kinds
-    return MemoryUse(weights_bytes=xp.where(st, sw, wd), grads_bytes=xp.where(st, sg, gd),
-                     optimizer_bytes=xp.where(st, so, xp.where(off, 0.0, od)), activations_bytes=act + logits,
-                     peak_mem_bytes=peak, store_bytes=store, fits=fits, resident_tier=h.resident.name,
-                     store_tier=h.store.name if h.store is not None else None)
+    return MemoryUse(weights_bytes=kinds[0], grads_bytes=kinds[1], optimizer_bytes=kinds[2],
+                     activations_bytes=f.activations + f.logits, peak_mem_bytes=peak, store_bytes=store,
+                     fits=fits, resident_tier=h.resident.name, store_tier=h.store.name if h.store is not None else None)
 
 
 def swarm_depth(devices, fanout: int, xp):

@@ -13,7 +13,7 @@ E (1 - (1 - k / E)^b) experts of a layer). docs/predict.md "Mixture of experts" 
 """
 from __future__ import annotations
 
-from .grid import FULL
+from llmbench.grid import FULL
 from .memory import hierarchy
 from .params import gemm_efficiency
 

@@ -102,7 +102,7 @@ def gemm_efficiency(M, N, K, p: dict[str, float], xp=None):
     stas00/ml-engineering mamf-finder; Megatron's efficiency grows with hidden size, Table 1).
     """
     if xp is None:
-        from ._xp import backend_for
+        from llmbench._xp import backend_for
 
         xp = backend_for(M, N, K)
     M, N, K = (xp.maximum(xp.asarray(x, dtype=float), 1.0) for x in (M, N, K))

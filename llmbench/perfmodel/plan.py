@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from llmbench.errors import BadInput
 from llmbench.point import LAYOUT_FIELDS, OFFLOAD, RECOMPUTE, Workload
 
-from ._xp import Scalar
-from .grid import OFF_NONE, OFF_WEIGHTS, Grid, code
+from llmbench._xp import Scalar
+from llmbench.grid import OFF_NONE, OFF_WEIGHTS, Grid, code
 from .memory import check_devices, hierarchy
 from .params import resolve_params
 
@@ -201,7 +201,7 @@ def layouts(spec, hw, w: Workload, counts) -> dict:
     return cols
 
 
-def evaluate(spec, hw, w: Workload, L: dict, params) -> dict:
+def evaluate(spec, hw, w: Workload, L: dict, params, runtime: str | None = None) -> dict:
     """sweep_train's metrics for each layout of L: one numpy pass; a search of at most SMALL
     layouts runs them one by one on Python floats instead (no numpy import: a planned
     prediction on one device stays as fast as a given one). Returns lists."""
@@ -211,12 +211,12 @@ def evaluate(spec, hw, w: Workload, L: dict, params) -> dict:
     base = {"batch": float(w.batch), "seq": float(w.seq_len), "sparsity": float(w.sparsity)}
     if n <= SMALL:
         rows = [sweep_metrics(step_arrays(spec, hw, w.precision, Grid(**base, **{k: float(L[k][i]) for k in FIELDS}),
-                                          params, Scalar), Scalar) for i in range(n)]
+                                          params, Scalar, runtime), Scalar) for i in range(n)]
         return {k: [r[k] for r in rows] for k in (rows[0] if rows else ("fits",))}
     import numpy as np
 
     g = Grid(**base, **{k: np.array(L[k], dtype=float) for k in FIELDS})
-    return sweep_metrics(step_arrays(spec, hw, w.precision, g, params, np), np)
+    return sweep_metrics(step_arrays(spec, hw, w.precision, g, params, np, runtime), np)
 
 
 def score(hw, step: float, tokens: float, devices: int, objective: str) -> float:
@@ -264,7 +264,8 @@ def _list(v) -> list:
     return v.tolist() if hasattr(v, "tolist") else list(v)
 
 
-def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=None) -> Plan:
+def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=None,
+           runtime: str | None = None) -> Plan:
     """Evaluate every layout of the search space (on each of `counts` devices, default
     w.devices) and rank those that fit by the objective (rank)."""
     if objective not in OBJECTIVES:
@@ -272,7 +273,7 @@ def search(spec, hw, w: Workload, params=None, objective: str = "time", counts=N
     p = params if params is not None else resolve_params(hw)
     check_ep_given(spec, w.layout.ep)
     L = layouts(spec, hw, w, counts or [w.devices])
-    r = evaluate(spec, hw, w, L, p)
+    r = evaluate(spec, hw, w, L, p, runtime)
     return Plan(workload=w, layouts=L, metrics=r, order=rank(hw, r, L, objective), objective=objective,
                 note=unknown(hw, objective))
 
@@ -285,14 +286,14 @@ def device_counts(hw, up_to: int) -> list[int]:
     return sorted(out | {up_to})
 
 
-def plan(spec, hw, w: Workload, params=None) -> Plan:
+def plan(spec, hw, w: Workload, params=None, runtime: str | None = None) -> Plan:
     """The time-ordered plan of `w` on its devices; BadInput (one line) when nothing fits, with
     the fewest devices on which some layout does."""
     check_devices(hw, w.devices, w.layout)
-    p = search(spec, hw, w, params)
+    p = search(spec, hw, w, params, runtime=runtime)
     if len(p.order):
         return p
-    raise BadInput(refusal(spec, hw, w, params, p.searched))
+    raise BadInput(refusal(spec, hw, w, params, p.searched, runtime))
 
 
 def given_knobs(w: Workload) -> list[str]:
@@ -302,7 +303,7 @@ def given_knobs(w: Workload) -> list[str]:
     return ["--" + k.replace("_", "-") for k in out]
 
 
-def refusal(spec, hw, w: Workload, params, searched: int) -> str:
+def refusal(spec, hw, w: Workload, params, searched: int, runtime: str | None = None) -> str:
     """Why nothing fits, and on how few devices something would (with the knobs given, else with
     the planner choosing them). A wafer's MemoryX limit is no question of devices or tp/pp."""
     from llmbench.units import fmt_bytes
@@ -319,7 +320,7 @@ def refusal(spec, hw, w: Workload, params, searched: int) -> str:
     top, given = h.max_devices or MAX_DEVICES, given_knobs(w)
     for free in ([False, True] if given else [False]):
         ww = w.with_(micro_batch=None, grad_accum=None, **{k: None for k in LAYOUT_FIELDS}) if free else w
-        more = search(spec, hw, ww, params, "devices", device_counts(hw, top))
+        more = search(spec, hw, ww, params, "devices", device_counts(hw, top), runtime)
         if len(more.order):
             best = more.best()
             how = f"leaving {' '.join(given)} to the planner, " if free else ""

@@ -14,9 +14,10 @@ from llmbench.errors import BadInput
 from llmbench.point import Workload, precision_for
 
 
-def predict(w: Workload, params=None, hw=None, spec=None):
+def predict(w: Workload, params=None, hw=None, spec=None, runtime: str | None = None):
     """TrainPrediction (suite train/genslm/block) or InferPrediction (suite infer) of `w`; `hw` and
-    `spec` (a HardwareSpec, a ModelSpec) stand in for w.hardware and w.model's preset."""
+    `spec` (a HardwareSpec, a ModelSpec) stand in for w.hardware and w.model's preset; `runtime`
+    names what holds the training state (footprint.STATE; None: the hardware's stack)."""
     from llmbench.hardware import get_hardware
 
     if not w.hardware and hw is None:
@@ -32,7 +33,7 @@ def predict(w: Workload, params=None, hw=None, spec=None):
 
     if w.suite == "block":
         spec = spec.with_(n_layers=1, vocab_size=64)
-    return predict_train(spec, hw, w, params)
+    return predict_train(spec, hw, w, params, runtime=runtime)
 
 
 def predict_or_unfit(w: Workload, params=None, hw=None):

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from llmbench.models.counting import activation_bytes_per_layer, training_flops
+from llmbench.footprint import act_per_seq
+from llmbench.models.counting import training_flops
 
-from ._xp import is_scalar
-from .grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
+from llmbench._xp import is_scalar
+from llmbench.grid import FULL, OFF_OPTIMIZER, SELECTIVE, Grid
 from .memory import hierarchy, memory_use, swarm_depth
 from .moe import ep_time_s, mlp_forward
 from .params import gemm_efficiency
@@ -343,14 +344,9 @@ def per_seq(fn, T, xp):
     return tuple(table[idx, j] for j in range(table.shape[1]))
 
 
-@lru_cache(maxsize=512)
-def act_per_seq(spec, T: int, precision: str) -> tuple[float, float, float]:
-    """Activation bytes one layer keeps per sequence: (none, selective, full recompute)."""
-    return tuple(activation_bytes_per_layer(spec, 1, T, precision, rc) for rc in ("none", "selective", "full"))
-
-
-def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp) -> StepArrays:
-    """Every term of one training step for each configuration of the grid."""
+def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp, runtime: str | None = None) -> StepArrays:
+    """Every term of one training step for each configuration of the grid; memory as `runtime`
+    holds it (a footprint.STATE name; None: the hardware's stack)."""
     sh = shape(spec, precision)
     vals = xp.broadcast_arrays(*(xp.asarray(getattr(g, k), dtype=float) for k in Grid.__dataclass_fields__))
     g = Grid(**dict(zip(Grid.__dataclass_fields__, vals)))
@@ -368,7 +364,7 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp) -> StepArrays:
     skipped = (S if hw.skips_zero_weights else xp.where(S >= 0.5, 0.5, 0.0) if hw.structured_sparsity else 0.0)
     hw_fl = hw_fl - skipped * 2.0 * g.seq * sh.dense_params * (3.0 + 1.0 * full)
     acts = per_seq(lambda t: act_per_seq(spec, t, precision), g.seq, xp)
-    mem = memory_use(spec, sh, precision, hw, g, acts, xp)
+    mem = memory_use(spec, sh, precision, hw, g, acts, xp, runtime)
     m = g.micro_steps
     return StepArrays(grid=g, micro=mi, step=step, micro_steps=m, compute_s=m * mi.compute_s,
                       memory_s=m * mi.memory_s, model_flops=model * g.batch, hw_flops=hw_fl * g.batch,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from llmbench.errors import BadInput
 from llmbench.point import Workload
 
-from ._xp import Scalar, backend_for
-from .grid import grid_of
+from llmbench._xp import Scalar, backend_for
+from llmbench.grid import grid_of
 from .params import resolve_params
 from .step import step_arrays, sweep_metrics
 
@@ -134,7 +134,8 @@ def plain_layout(w: Workload, hw) -> Workload:
     return w.with_(micro_batch=mb, grad_accum=ga)
 
 
-def predict_train(spec, hw, w: Workload | None = None, params=None, **legacy) -> TrainPrediction:
+def predict_train(spec, hw, w: Workload | None = None, params=None, runtime: str | None = None,
+                  **legacy) -> TrainPrediction:
     """One training step of `w` (global batch) on its devices. Layout knobs left None are chosen
     by the planner (plan.py: the fastest layout that fits; BadInput when none does); a workload
     whose knobs are all given is predicted as is (`fits` says whether it fits), on Python floats."""
@@ -147,11 +148,11 @@ def predict_train(spec, hw, w: Workload | None = None, params=None, **legacy) ->
     if open_knobs(w, spec):
         from .plan import plan
 
-        w = plan(spec, hw, w, p).best()
+        w = plan(spec, hw, w, p, runtime=runtime).best()
     else:
         w = plain_layout(w, hw)
     check_layout(spec, hw, w)
-    r = step_arrays(spec, hw, w.precision, grid_of(w), p, Scalar)
+    r = step_arrays(spec, hw, w.precision, grid_of(w), p, Scalar, runtime)
     return prediction(w, r, hw)
 
 

@@ -1,0 +1,411 @@
+"""The physics of one serving step, and the serving engine as a knob (torch-free).
+
+    from llmbench.perfmodel.serving import step_model
+    sm = step_model(spec, hw, Workload(model=..., hardware=..., suite="infer", devices=1))
+    sm.time_s(prefill_tokens=0, decode_seqs=64, kv_tokens_read=64 * 1100)   # one decode step, s
+    sm.parts(0, 64, 64 * 1100).bound                                        # 'memory'
+    sm.kv_capacity_tokens                                                   # per replica
+
+A step of an engine runs `prefill_tokens` prompt tokens (whole prompts or chunks) and one token for
+each of `decode_seqs` running sequences, reading `kv_tokens_read` cached tokens in attention. Times
+are one replica's (tp x pp devices; pipeline stages run one after another for a step):
+
+    compute  = GEMM FLOPs / (peak x compute_max x prefill_efficiency), a GEMM of M rows costing as
+               max(M, SMALL_M_TILE) rows (tensor-core tiles: M = 1 costs a 64-row tile on a GPU)
+               + attention FLOPs (FlashAttention-class: no T^2 memory traffic)
+    memory   = (weight bytes read + KV bytes read and written + activations) / (bandwidth x
+               engine.bandwidth_fraction); a MoE step reads the experts its tokens route to
+               (moe.experts_hit); weights beyond HBM on a DDR-tier device are read at DDR bandwidth
+    step     = max(compute, memory) + 2 all-reduces per layer under TP (latency-bound when small)
+               + pipeline hops + engine.step_overhead_s
+
+Engines (engines.toml) carry the efficiencies a serving stack reaches and how it holds its KV
+cache (memory fraction, paged block, MLA latent replicated under TP). docs/predict.md "Serving".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from llmbench import footprint
+from llmbench._toml import tomllib
+from llmbench._xp import backend_for, is_scalar
+from llmbench.errors import BadInput
+from .moe import experts_hit
+from .params import resolve_params
+from .shapes import shape
+from .step import attn_peak, gemm_peak, ring
+
+ENGINES_FILE = Path(__file__).with_name("engines.toml")
+#: the engine assumed per hardware family when none is given (docs/predict.md says why)
+DEFAULT_ENGINE = {"NVIDIA": "trtllm", "AMD": "vllm", "Google": "jetstream"}
+#: rows of the smallest GEMM tile a step's matmuls are padded to, per hardware kind: a GPU's
+#: smallest tensor-core MMA is 16 rows (PTX ISA mma.sync m16n8k16, Ampere and Hopper; small-M
+#: decode kernels use it); TPU MXU 128 x 128 (Google Cloud TPU docs, v5e); Gaudi MME and RDU:
+#: 128 assumed; a wafer (per-row dataflow) and a CPU: no padding
+SMALL_M_TILE = {"gpu": 16, "tpu": 128, "hpu": 128, "rdu": 128, "ipu": 16, "wafer": 1, "cpu": 1}
+#: activations between layers and the all-reduced tensors stay 16-bit under fp8/fp4 weights
+ACT_BYTES = 2.0
+KV_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Engine:
+    """A serving engine's efficiencies and KV-cache rules (engines.toml: each value's source)."""
+
+    name: str
+    description: str = ""
+    bandwidth_fraction: float | None = None
+    """share of device-memory bandwidth a decode step reaches (None: the hardware profile's)"""
+    step_overhead_s: float | None = None
+    """fixed time per step (None: the hardware profile's per-layer overheads x layers)"""
+    prefill_efficiency: float = 1.0
+    """multiplier on the hardware's large-GEMM efficiency (compute_max)"""
+    kv_mem_fraction: float = 0.9
+    kv_mem_basis: str = "total"
+    """'total': fraction x memory - weights; 'free': fraction x (memory - weights)"""
+    block_tokens: int = 16
+    mla_replicated_tp: bool = True
+    chunked_prefill_tokens: int = 0
+    """step token budget when the engine chunks prompts (0: whole prompts)"""
+    fp8_kv_default: bool = False
+    sources: dict = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "sources"}
+
+
+#: Engine fields a fit may move (validate's engine fit; engines.toml [NAME.fitted])
+FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency")
+
+
+def _engine(name: str, data: dict, fitted: bool) -> Engine:
+    body = {k: v for k, v in data.items() if k not in ("sources", "fitted")}
+    if fitted:
+        body.update({k: v for k, v in data.get("fitted", {}).items() if k in FITTED})
+    return Engine(name=name, sources=dict(data.get("sources", {})), **body)
+
+
+@lru_cache(maxsize=2)
+def load_engines(fitted: bool = True) -> dict[str, Engine]:
+    """Every engine of engines.toml: its priors, with [NAME.fitted] over them when `fitted`."""
+    with open(ENGINES_FILE, "rb") as f:
+        data = tomllib.load(f)
+    return {name: _engine(name, body, fitted) for name, body in data.items()}
+
+
+def engine_names() -> tuple[str, ...]:
+    return tuple(load_engines())
+
+
+def engine(name: str, fitted: bool = True) -> Engine:
+    """The engine called `name` (BadInput naming the choices otherwise)."""
+    eng = load_engines(fitted).get(name)
+    if eng is None:
+        raise BadInput(f"unknown engine {name!r}; one of {', '.join(engine_names())}")
+    return eng
+
+
+def default_engine_name(hw) -> str:
+    """NVIDIA GPUs: TensorRT-LLM; AMD GPUs: vLLM; TPUs: JetStream; wafers, RDUs, IPUs, Gaudi and
+    CPUs: the vendor's own stack ('native', efficiencies from the hardware profile)."""
+    if hw.kind in ("gpu", "tpu"):
+        return DEFAULT_ENGINE.get(hw.vendor, "vllm" if hw.kind == "gpu" else "jetstream")
+    return "native"
+
+
+def default_engine(hw) -> Engine:
+    return engine(default_engine_name(hw))
+
+
+def kv_precision_for(precision: str, eng: Engine, kv_precision: str | None = None) -> str:
+    """The KV-cache precision: as asked; else fp8 when the weights are fp8/fp4 and the engine pairs
+    them with an fp8 cache; else the activations' 16-bit type (fp32 on a CPU run in fp32)."""
+    if kv_precision is not None:
+        if kv_precision not in KV_PRECISIONS:
+            raise BadInput(f"--kv-precision must be one of {', '.join(KV_PRECISIONS)}, got {kv_precision!r}")
+        return kv_precision
+    if precision in ("fp8", "fp4"):
+        return "fp8" if eng.fp8_kv_default else "bf16"
+    return "fp32" if precision in ("fp32", "tf32") else "bf16" if precision == "cbf16" else precision
+
+
+# ---------------------------------------------------------------- KV memory as engines hold it
+# the rules are footprint's (the one memory model); these bind them to an Engine
+
+
+def kv_split(spec, tp: int, eng: Engine) -> float:
+    """footprint.kv_split under the engine's MLA rule."""
+    return footprint.kv_split(spec, tp, eng.mla_replicated_tp)
+
+
+def kv_bytes_per_token_device(spec, kv_precision: str, tp: int, pp: int, eng: Engine) -> float:
+    """KV-cache bytes one device of a tp x pp replica holds per token of context (footprint)."""
+    return footprint.kv_bytes_per_token_device(spec, kv_precision, tp, pp, eng.mla_replicated_tp)
+
+
+def kv_budget_bytes(capacity_bytes: float, weights_bytes: float, eng: Engine) -> float:
+    """footprint.kv_budget_bytes at the engine's memory fraction and basis."""
+    return footprint.kv_budget_bytes(capacity_bytes, weights_bytes, eng.kv_mem_fraction, eng.kv_mem_basis)
+
+
+kv_capacity_tokens = footprint.kv_capacity_tokens
+seqs_that_fit = footprint.seqs_that_fit
+
+
+# ---------------------------------------------------------------- the step model
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepParts:
+    """The terms of one step (seconds; arrays when the arguments are)."""
+
+    compute_s: Any
+    memory_s: Any
+    comm_s: Any
+    overhead_s: Any
+    time_s: Any
+    bound: Any
+    """'memory' where the bytes term wins, else 'compute' (or 'network' where the collectives do)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepModel:
+    """One replica of a serving layout, built once; time_s() of any step, vectorised."""
+
+    spec: Any
+    hw: Any
+    engine: Engine
+    precision: str
+    kv_precision: str
+    tp: int
+    pp: int
+    mode: str
+    weights_bytes: float
+    """weights of the whole model at the precision (one replica)"""
+    weights_bytes_per_device: float
+    weights_ddr_bytes_per_device: float
+    """the part of a device's weights held in its DDR tier (a model larger than HBM on an RDU)"""
+    kv_bytes_per_token: float
+    """KV cache of one token, all layers, whole replica (before replication)"""
+    kv_bytes_per_token_per_device: float
+    kv_capacity_tokens: int
+    """tokens of KV cache one replica holds at once (engine memory fraction, whole blocks)"""
+    memory_capacity_bytes: float
+    """device memory the weights + KV cache live in (HBM; on-chip SRAM in sram_pipeline)"""
+    fits: bool
+    """the weights fit with room for one block of KV cache"""
+    bandwidth_bytes_per_s: float
+    """achievable bandwidth of the memory holding weights and cache (x engine fraction)"""
+    ddr_bandwidth_bytes_per_s: float
+    peak_gemm: float
+    peak_attn: float
+    compute_eff: float
+    m_tile: float
+    overhead_per_step_s: float
+    overhead_prefill_s: float
+    """added to a step that holds prefill tokens"""
+    dense_weight_elems: float
+    """weights every step reads (all but the routed experts), per replica"""
+    token_nk: float
+    """GEMM weight elements one token multiplies by outside the routed experts, layers + head"""
+    sh: Any = field(repr=False)
+    params: dict = field(repr=False)
+
+    @property
+    def block_tokens(self) -> int:
+        return self.engine.block_tokens
+
+    def seqs_that_fit(self, context_tokens: int) -> int:
+        return seqs_that_fit(self.kv_capacity_tokens, context_tokens, self.block_tokens)
+
+    def time_s(self, prefill_tokens, decode_seqs, kv_tokens_read, *, prefill_seqs=None, prefill_attn_pairs=None):
+        """Seconds of one step (numpy arrays broadcast; scalars give a float)."""
+        return self.parts(prefill_tokens, decode_seqs, kv_tokens_read, prefill_seqs=prefill_seqs,
+                          prefill_attn_pairs=prefill_attn_pairs).time_s
+
+    def parts(self, prefill_tokens, decode_seqs, kv_tokens_read, *, prefill_seqs=None,
+              prefill_attn_pairs=None) -> StepParts:
+        """The step's compute, memory, collective and overhead terms. prefill_seqs: prompts in the
+        step (their last token goes through the LM head; default: 1 when prefill_tokens > 0);
+        prefill_attn_pairs: causal query x key pairs of the prefill (default: one prompt of
+        prefill_tokens, P (P + 1) / 2)."""
+        xp = backend_for(*(x for x in (prefill_tokens, decode_seqs, kv_tokens_read, prefill_seqs,
+                                        prefill_attn_pairs) if x is not None))
+        P, D, C = (xp.asarray(x, dtype=float) for x in (prefill_tokens, decode_seqs, kv_tokens_read))
+        ps = xp.minimum(P, 1.0) if prefill_seqs is None else xp.asarray(prefill_seqs, dtype=float)
+        pairs = P * (P + 1.0) / 2.0 if prefill_attn_pairs is None else xp.asarray(prefill_attn_pairs, dtype=float)
+        M = P + D
+        comp = self._compute_s(M, D + ps, pairs, C, xp)
+        mem = self._memory_s(M, C, xp)
+        comm = self._comm_s(M, xp)
+        over = xp.where(M > 0, self.overhead_per_step_s, 0.0) + xp.where(P > 0, self.overhead_prefill_s, 0.0)
+        core = xp.maximum(comp, mem)
+        t = xp.where(M > 0, core + comm + over, 0.0)
+        bound = xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute"))
+        if not is_scalar(xp):
+            bound = xp.asarray(bound)
+        return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound)
+
+    def _compute_s(self, M, head_rows, pairs, ctx_read, xp):
+        """GEMMs padded to the tile, the routed experts per expert, attention FLOPs (prefill pairs
+        and decode's cached tokens), per device of the tp group, all stages one after another."""
+        sh, tp, tile = self.sh, self.tp, self.m_tile
+        rate = self.peak_gemm * self.compute_eff
+        head_nk = sum(n * k for n, k in sh.head_tok)
+        body = 2.0 * xp.maximum(M, tile) * (self.token_nk - head_nk) / tp
+        head = 2.0 * xp.maximum(head_rows, tile) * head_nk / tp
+        t = (body + head) / rate
+        mo = sh.moe
+        if mo is not None:
+            hit = xp.maximum(experts_hit(mo, M, xp), 1e-9)
+            rows = xp.where(M > 0, M * mo.rows_per_token / hit, 0.0)
+            nk = sum(n * k for n, k, _ in mo.expert_gemms)
+            t = t + mo.moe_layers * hit * 2.0 * xp.maximum(rows, tile) * nk / tp / rate
+        attn = (pairs * self._prefill_pair_flops() + ctx_read * sh.decode_attn_flops_ctx) * sh.L / tp
+        return t + attn / (self.peak_attn * self.compute_eff)
+
+    def _prefill_pair_flops(self) -> float:
+        """Attention FLOPs per causal (query, key) pair per layer in prefill (non-absorbed MLA)."""
+        s = self.spec
+        if s.is_mla:
+            return 2.0 * s.n_heads * (s.qk_nope_head_dim + s.qk_rope_head_dim + s.v_head_dim)
+        return 2.0 * s.n_heads * (s.d_head + s.d_head_v)
+
+    def _memory_s(self, M, ctx_read, xp):
+        """Bytes one device moves in the step over the achievable bandwidth: its weights (routed
+        experts: those the step's tokens touch), KV read and the new tokens' KV written,
+        activations; weights held in DDR at the DDR tier's bandwidth."""
+        sh, tp = self.sh, self.tp
+        any_tok = xp.where(M > 0, 1.0, 0.0)
+        w = any_tok * self.dense_weight_elems * sh.s / tp
+        mo = sh.moe
+        if mo is not None:
+            nk = sum(n * k for n, k, _ in mo.expert_gemms)
+            w = w + mo.moe_layers * experts_hit(mo, M, xp) * nk * sh.s / tp
+        share_ddr = self.weights_ddr_bytes_per_device / max(self.weights_bytes_per_device, 1.0)
+        kv = (ctx_read + M) * self.kv_bytes_per_token_per_device * self.pp
+        act = M * (sh.ew_bytes_tok * sh.L + sh.outer_bytes_tok) / tp
+        fast = (w * (1.0 - share_ddr) + kv + act) / self.bandwidth_bytes_per_s
+        slow = w * share_ddr / self.ddr_bandwidth_bytes_per_s if share_ddr > 0 else 0.0
+        return fast + slow
+
+    def _comm_s(self, M, xp):
+        """Two all-reduces per layer under TP (one-shot when small: step.ring), pipeline hops."""
+        hw, tp, pp = self.hw, self.tp, self.pp
+        ic = hw.interconnect
+        if ic is None or (tp <= 1 and pp <= 1):
+            return xp.zeros_like(M)
+        nbytes = M * self.sh.d * ACT_BYTES
+        t = 2.0 * self.sh.L * ring(nbytes, float(tp), ic.bandwidth_bytes_per_s, ic.latency_s,
+                                   self.params["network"], xp)
+        if pp > 1:
+            cross = tp * pp > max(ic.devices_per_node, 1) and self.mode != "sram_pipeline"
+            bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if cross else ic.bandwidth_bytes_per_s
+            t = t + (pp - 1) * (ic.latency_s + nbytes / tp / bw)
+        return xp.where(M > 0, t, 0.0)
+
+
+def _memory_tier(hw, mode: str):
+    """(the tier holding weights + KV cache, the DDR tier a vendor spills weights to or None)."""
+    if mode == "sram_pipeline":
+        return hw.tier("sram") or hw.memory_tiers[0], None
+    ddr = hw.tier("dram") if hw.kind == "rdu" else None  # SambaNova: weights in DDR, hot in HBM
+    return hw.device_memory, ddr
+
+
+def _overhead(eng: Engine, sh, p: dict) -> tuple[float, float]:
+    """(fixed time of every step, extra time of a step with prefill). An engine's own figure; the
+    native stack: the hardware profile's per-layer latency of a generated token (a wafer's fabric
+    traversal) and, for a prefill pass, its per-layer overhead (as a training pass)."""
+    if eng.step_overhead_s is not None:
+        return eng.step_overhead_s, 0.0
+    return sh.L * p["token_layer_latency_s"], sh.L * p["layer_overhead_s"]
+
+
+def _token_nk(sh) -> float:
+    """GEMM weight elements a token multiplies by outside the routed experts (layers + head)."""
+    nk = sh.L * sum(n * k for n, k, _ in sh.gemms) + sum(n * k for n, k in sh.head_tok)
+    mo = sh.moe
+    if mo is not None:
+        nk += mo.moe_layers * sum(n * k for n, k, _ in mo.token_gemms)
+        nk += mo.dense_layers * sum(n * k for n, k, _ in mo.dense_gemms)
+    return float(nk)
+
+
+def _dense_weight_elems(spec, sh) -> float:
+    """Weights every step reads: all but the routed experts and an untied embedding table (a step
+    gathers only its tokens' rows; a tied table is read whole by the LM head)."""
+    from llmbench.models.counting import param_breakdown
+
+    embed = 0.0 if spec.tied_embeddings else float(param_breakdown(spec)["embedding"])
+    return float(sh.params) - (sh.moe.expert_params if sh.moe is not None else 0.0) - embed
+
+
+def _weights_split(weights_dev: float, tier, ddr, eng: Engine) -> tuple[float, bool]:
+    """(bytes of a device's weights in DDR, whether the weights fit): HBM first, up to the engine's
+    fraction less one block of cache; the rest in DDR where the device has one."""
+    room = eng.kv_mem_fraction * tier.capacity_bytes
+    if weights_dev <= room:
+        return 0.0, True
+    if ddr is None:
+        return 0.0, False
+    spill = weights_dev - 0.5 * room  # the vendor keeps half of HBM for the hot weights' cache
+    return spill, spill <= ddr.capacity_bytes
+
+
+def build_step_model(spec, hw, *, precision: str, tp: int = 1, pp: int = 1, mode: str = "resident",
+                     eng: Engine | None = None, kv_precision: str | None = None, params: dict | None = None) -> StepModel:
+    """The StepModel of one replica of tp x pp devices of `hw` serving `spec` at `precision`."""
+    eng = eng or default_engine(hw)
+    p = params if params is not None else resolve_params(hw)
+    sh = shape(spec, precision)
+    kvp = kv_precision_for(precision, eng, kv_precision)
+    tier, ddr = _memory_tier(hw, mode)
+    weights = float(sh.params) * sh.s
+    w_dev = weights / (tp * pp)
+    ddr_dev, fits = _weights_split(w_dev, tier, ddr, eng)
+    kv_dev = kv_bytes_per_token_device(spec, kvp, tp, pp, eng) if spec.causal and spec.head == "lm" else 0.0
+    if mode == "sram_pipeline":  # the wafers' SRAM holds everything; no engine fraction
+        budget = max(0.0, tier.capacity_bytes - w_dev)
+    else:
+        budget = kv_budget_bytes(tier.capacity_bytes, w_dev - ddr_dev, eng)
+    cap = kv_capacity_tokens(budget, kv_dev, eng.block_tokens)
+    frac = eng.bandwidth_fraction if eng.bandwidth_fraction is not None else p["memory"]
+    return StepModel(
+        spec=spec, hw=hw, engine=eng, precision=precision, kv_precision=kvp, tp=tp, pp=pp, mode=mode,
+        weights_bytes=weights, weights_bytes_per_device=w_dev, weights_ddr_bytes_per_device=ddr_dev,
+        kv_bytes_per_token=kv_dev * pp * kv_split(spec, tp, eng), kv_bytes_per_token_per_device=kv_dev,
+        kv_capacity_tokens=cap, memory_capacity_bytes=tier.capacity_bytes,
+        fits=fits and (kv_dev == 0 or cap >= eng.block_tokens),
+        bandwidth_bytes_per_s=tier.bandwidth_bytes_per_s * frac,
+        ddr_bandwidth_bytes_per_s=(ddr.bandwidth_bytes_per_s * frac) if ddr is not None else 1.0,
+        peak_gemm=gemm_peak(hw, precision, p), peak_attn=attn_peak(hw, precision),
+        compute_eff=p["compute_max"] * eng.prefill_efficiency, m_tile=float(SMALL_M_TILE.get(hw.kind, 64)),
+        overhead_per_step_s=_overhead(eng, sh, p)[0], overhead_prefill_s=_overhead(eng, sh, p)[1],
+        dense_weight_elems=_dense_weight_elems(spec, sh),
+        token_nk=_token_nk(sh), sh=sh, params=p)
+
+
+def step_model(spec, hw, w, engine=None, params: dict | None = None, kv_precision: str | None = None) -> StepModel:
+    """The StepModel of Workload `w` (suite infer): its precision (default the hardware's), layout
+    (tp, pp; default 1), mode; `engine` an Engine or a name (default: default_engine(hw))."""
+    from llmbench.point import precision_for
+
+    eng = engine if isinstance(engine, Engine) else (engine_by_name(engine) if engine else default_engine(hw))
+    lay = w.layout
+    mode = lay.mode or hw.default_mode_infer
+    mode = "resident" if mode in ("weight_streaming", "auto") else mode
+    return build_step_model(spec, hw, precision=precision_for(hw, w.precision), tp=lay.tp or 1, pp=lay.pp or 1,
+                            mode=mode, eng=eng, kv_precision=kv_precision, params=params)
+
+
+def engine_by_name(name: str) -> Engine:
+    return engine(name)
+
+
+def with_fitted(eng: Engine, values: dict) -> Engine:
+    """`eng` with fitted FITTED values over it (validate's engine fit)."""
+    return replace(eng, **{k: float(v) for k, v in values.items() if k in FITTED})

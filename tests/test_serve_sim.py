@@ -1,0 +1,148 @@
+"""llmbench/serve/sim.py with tiny fake step models (the physics is perfmodel/serving.py's, tested
+there): Little's law, rate -> 0, saturation, chunked prefill, preemption, replicas, closed loop,
+determinism. Each figure is derived from the fake model by hand, so a wrong scheduler fails."""
+import numpy as np
+import pytest
+
+from llmbench.errors import BadInput
+from llmbench.serve.data import SYNTHETIC_MIXED
+from llmbench.serve.metrics import summarize
+from llmbench.serve.sim import Scheduler, simulate
+from llmbench.serve.trace import Trace, parse_length, read_trace, synthetic
+
+
+class Linear:
+    """A step takes a + b * prompt tokens + c * decoding sequences + d * KV tokens read (s)."""
+
+    def __init__(self, a=5e-3, b=0.0, c=0.0, d=0.0, kv_capacity_tokens=10**9):
+        self.a, self.b, self.c, self.d = a, b, c, d
+        self.kv_capacity_tokens = kv_capacity_tokens
+
+    def time_s(self, prefill_tokens, decode_seqs, kv_tokens_read, **_):
+        return (self.a + self.b * np.asarray(prefill_tokens, float) + self.c * np.asarray(decode_seqs, float)
+                + self.d * np.asarray(kv_tokens_read, float))
+
+
+class Roofline(Linear):
+    """A step takes a + max(compute: b per token processed, memory: w (the weights) + d per KV
+    token read): decodes are memory-bound, prompts compute-bound, as on a GPU."""
+
+    def __init__(self, a=1e-3, b=3e-5, w=6e-3, d=1e-9, kv_capacity_tokens=10**9):
+        super().__init__(a=a, b=b, d=d, kv_capacity_tokens=kv_capacity_tokens)
+        self.w = w
+
+    def time_s(self, prefill_tokens, decode_seqs, kv_tokens_read, **_):
+        tokens = np.asarray(prefill_tokens, float) + np.asarray(decode_seqs, float)
+        return self.a + np.maximum(self.b * tokens, self.w + self.d * np.asarray(kv_tokens_read, float))
+
+
+def _trace(n, rate, prompt="lognormal:600,300", output="lognormal:150,80", seed=0):
+    return synthetic(n, rate_per_s=rate, prompt=parse_length(prompt), output=parse_length(output), seed=seed)
+
+
+@pytest.mark.parametrize("policy,rate", [("continuous", 20), ("chunked", 20), ("static", 6)])
+def test_littles_law_running_sequences(policy, rate):
+    """Time-average of sequences in the engine (the simulator's own step accounting) equals
+    throughput x mean time from admission to finish (the per-request records)."""
+    res = simulate(_trace(1200, rate), Linear(a=4e-3, b=2e-6, c=1e-4, d=1e-9), Scheduler(policy=policy, max_num_seqs=64))
+    rec = res.records
+    T = float(np.nanmax(rec.finish_s))
+    L = res.extra["running_seq_s"] / T
+    W = float(np.mean(rec.finish_s - res.extra["admitted_s"]))
+    assert rec.completed().all() and L == pytest.approx(len(rec) / T * W, rel=1e-6)
+    # and below saturation the engine serves what arrives
+    s = summarize(rec)
+    assert s["request_throughput"] == pytest.approx(len(rec) / rec.arrival_s[-1], rel=0.03)
+
+
+@pytest.mark.parametrize("policy", ["continuous", "chunked"])
+def test_rate_to_zero_ttft_is_one_prefill_and_tpot_one_decode(policy):
+    m = Linear(a=3e-3, b=1e-5, c=2e-4, d=1e-7)
+    res = simulate(_trace(50, 0.01, prompt="700", output="64"), m, Scheduler(policy=policy))
+    s = summarize(res.records)
+    assert s["median_ttft_ms"] == pytest.approx(1e3 * m.time_s(700, 0, 0), rel=1e-9)
+    ctx = 700 + np.arange(63)  # the decode steps read 700 ... 762 cached tokens
+    assert s["median_tpot_ms"] == pytest.approx(1e3 * float(np.mean(m.time_s(0, 1, ctx))), rel=1e-9)
+
+
+def test_saturation_throughput_is_the_batch_limited_step_rate():
+    """Far over capacity, B sequences at a time: a prefill step of B prompts, then O - 1 decode
+    steps of B: B * O tokens per cycle."""
+    B, P, O = 32, 100, 50
+    m = Linear(a=2e-3, b=1e-5, c=3e-4)
+    res = simulate(_trace(3200, 1e4, prompt=str(P), output=str(O)), m,
+                   Scheduler(policy="continuous", max_num_seqs=B, max_batched_tokens=B * P))
+    cycle = m.time_s(B * P, 0, 0) + (O - 1) * m.time_s(0, B, 0)
+    assert summarize(res.records)["output_throughput"] == pytest.approx(B * O / cycle, rel=0.01)
+
+
+def test_chunked_prefill_lowers_p99_tpot_on_a_mixed_trace():
+    """Long prompts stall every decode unless chunked; chunks ride on memory-bound decode steps
+    (Sarathi-Serve, Agrawal et al. OSDI'24, Fig. 1 and 8)."""
+    trace = read_trace(SYNTHETIC_MIXED)
+    m = Roofline()
+    whole = summarize(simulate(trace, m, Scheduler(policy="continuous")).records)
+    chunk = summarize(simulate(trace, m, Scheduler(policy="chunked", max_batched_tokens=512)).records)
+    assert chunk["p99_tpot_ms"] < 0.8 * whole["p99_tpot_ms"], (chunk["p99_tpot_ms"], whole["p99_tpot_ms"])
+    assert chunk["completed"] == whole["completed"] == len(trace)
+
+
+@pytest.mark.parametrize("policy", ["continuous", "chunked"])
+def test_preemption_when_blocks_run_out_then_everything_finishes(policy):
+    res = simulate(_trace(400, 50, output="400"), Linear(a=5e-3, c=1e-5, kv_capacity_tokens=20_000),
+                   Scheduler(policy=policy, block_tokens=16))
+    assert res.preemptions > 0 and res.records.completed().all()
+    assert res.extra["leaked_blocks"] == 0 and 0.5 < res.max_kv_cache_utilization <= 1.0
+    assert int(res.records.preemptions.sum()) == res.preemptions
+
+
+def test_a_request_larger_than_the_cache_is_rejected_not_hung():
+    t = Trace(np.array([0.0, 0.1]), np.array([100, 5000]), np.array([10, 10]))
+    res = simulate(t, Linear(kv_capacity_tokens=1024), Scheduler())
+    assert res.rejected == 1 and summarize(res.records)["failed"] == 1
+    with pytest.raises(BadInput, match="KV cache"):
+        simulate(t, Linear(kv_capacity_tokens=8), Scheduler(block_tokens=16))
+
+
+def test_static_batches_return_together_and_queue_the_rest():
+    t = Trace(np.zeros(6), np.full(6, 10), np.array([5, 10, 5, 10, 5, 10]))
+    m = Linear(a=1e-2)
+    rec = simulate(t, m, Scheduler(policy="static", max_num_seqs=3)).records
+    assert len(set(rec.finish_s[:3])) == 1 and rec.finish_s[0] == pytest.approx(10 * 1e-2)
+    assert rec.first_token_s[3] == pytest.approx(rec.finish_s[0] + 1e-2)
+
+
+def test_closed_loop_keeps_at_most_c_in_flight():
+    t = _trace(300, float("inf"))
+    rec = simulate(t, Linear(a=3e-3, c=1e-4), Scheduler(max_concurrency=8)).records
+    sends = np.sort(rec.arrival_s)
+    for s in sends[::7]:
+        assert int(((rec.arrival_s <= s) & (rec.finish_s > s)).sum()) <= 8
+    one = simulate(t.head(20), Linear(a=3e-3), Scheduler(max_concurrency=1)).records
+    assert np.allclose(one.arrival_s[1:], one.finish_s[:-1])
+
+
+def test_replicas_split_the_load_and_least_outstanding_beats_round_robin_when_bursty():
+    t = synthetic(2000, rate_per_s=60, prompt=parse_length("lognormal:800,600"),
+                  output=parse_length("lognormal:200,200"), burstiness=0.3, seed=3)
+    m = Linear(a=4e-3, b=3e-6, c=2e-4)
+    rr = simulate(t, m, Scheduler(replicas=4, max_num_seqs=32))
+    lo = simulate(t, m, Scheduler(replicas=4, max_num_seqs=32, router="least_outstanding"))
+    assert sorted(np.bincount(rr.records.replica)) == [500] * 4
+    assert summarize(lo.records)["p99_e2el_ms"] < summarize(rr.records)["p99_e2el_ms"]
+
+
+def test_same_inputs_same_result():
+    m = Linear(a=4e-3, b=3e-6, c=2e-4, kv_capacity_tokens=50_000)
+    a, b = (simulate(_trace(500, 30, seed=5), m, Scheduler(replicas=2, router="least_outstanding"))
+            for _ in range(2))
+    assert np.array_equal(a.records.finish_s, b.records.finish_s) and a.preemptions == b.preemptions
+    c = simulate(_trace(500, 30, seed=6), m, Scheduler(replicas=2))
+    assert not np.array_equal(a.records.finish_s, c.records.finish_s)
+
+
+@pytest.mark.parametrize("kw", [{"policy": "fcfs"}, {"max_num_seqs": 0}, {"router": "random"},
+                                {"max_concurrency": 0}, {"block_tokens": 0}])
+def test_bad_scheduler(kw):
+    with pytest.raises(BadInput):
+        Scheduler(**kw)
