@@ -10,7 +10,8 @@
    fitted to those steps by least squares on log time (a grid, coarse then fine). No trace request
    is seen by the fit: the traces are out of sample.
 2. Three load levels, light to saturated: rates at 0.2, 0.6 and 1.5 x the saturated request
-   throughput the fitted simulator predicts for the trace's lengths (rate infinite). Each level is
+   throughput the fitted simulator predicts for the trace's lengths (rate infinite). The
+   calibration is run again just before each level (the shared machine's load drifts). Each level is
    one seeded synthetic trace (serve/trace.py) of `--requests` requests, replayed by the runtime in
    wall-clock time and simulated (serve/sim.py) with the same scheduler (continuous batching,
    prefill prioritised, max_num_seqs, max_batched_tokens, block_tokens) and the same KV blocks.
@@ -45,8 +46,10 @@ from llmbench.serve import trace as tr
 from llmbench.serve.metrics import summarize
 from llmbench.serve.sim import Scheduler, simulate
 
-#: (decode sequences, cached tokens each, prompt tokens) of the calibration steps
-CALIBRATION = [(b, c, 0) for b in (1, 4, 16) for c in (32, 160)] + [(0, 0, p) for p in (16, 64, 160, 320)]
+#: (decode sequences, cached tokens each, prompt tokens, prompts) of the calibration steps: decode
+#: steps and prefill steps of one or several prompts, as continuous batching runs them
+CALIBRATION = ([(b, c, 0, 0) for b in (1, 4, 16) for c in (32, 160)]
+               + [(0, 0, p, 1) for p in (16, 64, 160, 320)] + [(0, 0, 64, n) for n in (2, 4)])
 LEVELS = (0.2, 0.6, 1.5)  # x the predicted saturated request throughput
 SHOWN = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "request_throughput",
          "output_throughput")
@@ -61,9 +64,9 @@ def calibrate(runner: StepRunner, repeats: int) -> dict:
     """Time each CALIBRATION step; the step model's arguments beside each time (as sim.py
     computes them: cached tokens read, prompts ending, causal pairs)."""
     rows = []
-    for b, c, p in CALIBRATION:
-        t = time_static_step(runner, b, c, p, repeats=repeats)
-        rows.append((p, b, b * c, 1.0 if p else 0.0, p * (p + 1) / 2, t))
+    for b, c, p, n in CALIBRATION:
+        t = time_static_step(runner, b, c, p, n, repeats=repeats)
+        rows.append((p * n, b, b * c, n, n * p * (p + 1) / 2, t))
     keys = ("prefill_tokens", "decode_seqs", "kv_tokens_read", "prefill_seqs", "pairs", "time_s")
     return {k: np.array(col, dtype=float) for k, col in zip(keys, zip(*rows))}
 
@@ -147,6 +150,25 @@ def show_level(name: str, rate: float, real: dict, sim: dict) -> list[dict]:
     return rows
 
 
+def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool):
+    """Time the calibration steps now, fit the engine: the step model the simulator runs."""
+    t0 = time.perf_counter()
+    n_cal = max(static_step_blocks(b, c, p, cfg.block_tokens, n) for b, c, p, n in CALIBRATION)
+    cal = calibrate(StepRunner(model, n_cal, cfg.block_tokens), repeats)
+    eng = fit_engine(spec, hw, cal)
+    sm = build_step_model(spec, hw, precision="fp32", eng=eng)
+    pred = predicted_times(sm, cal)
+    err = np.abs(pred / cal["time_s"] - 1.0)
+    print(f"calibration ({len(CALIBRATION)} static steps, {time.perf_counter() - t0:.0f} s): fitted "
+          f"bandwidth_fraction {eng.bandwidth_fraction:.4g}, prefill_efficiency {eng.prefill_efficiency:.4g}, "
+          f"step_overhead_s {eng.step_overhead_s * 1e3:.2f} ms; fit |error| median {np.median(err):.0%}, max {err.max():.0%}")
+    if verbose:
+        for i, (b, c, p, n) in enumerate(CALIBRATION):
+            print(f"  decode {b:>2} x ctx {c:>3}  prompts {n} x {p:>3}:  measured {cal['time_s'][i] * 1e3:7.1f} ms  "
+                  f"fit {pred[i] * 1e3:7.1f} ms  ({pred[i] / cal['time_s'][i] - 1:+.0%})")
+    return sm, eng
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200, help="requests per load level")
@@ -160,32 +182,24 @@ def main() -> None:
     spec, hw, cfg = model_spec(), get_hardware("cpu"), EngineConfig(max_num_seqs=16, max_batched_tokens=2048)
     model = build_model(spec).eval()
     print(f"model: {spec.name} resized to {spec.n_layers} layers, d_model {spec.d_model}, vocab {spec.vocab_size}; "
-          f"hardware profile {hw.name}; torch threads {torch.get_num_threads()}")
-
-    t0 = time.perf_counter()
-    n_cal = max(static_step_blocks(b, c, p, cfg.block_tokens) for b, c, p in CALIBRATION)
-    cal = calibrate(StepRunner(model, n_cal, cfg.block_tokens), a.repeats)
-    eng = fit_engine(spec, hw, cal)
-    sm = build_step_model(spec, hw, precision="fp32", eng=eng)
-    pred = predicted_times(sm, cal)
-    print(f"\ncalibration ({len(CALIBRATION)} static steps, {time.perf_counter() - t0:.0f} s): fitted "
-          f"bandwidth_fraction {eng.bandwidth_fraction:.4g}, prefill_efficiency {eng.prefill_efficiency:.4g}, "
-          f"step_overhead_s {eng.step_overhead_s * 1e3:.2f} ms")
-    for i, (b, c, p) in enumerate(CALIBRATION):
-        print(f"  decode {b:>2} x ctx {c:>3}  prompt {p:>3}:  measured {cal['time_s'][i] * 1e3:7.1f} ms  "
-              f"fit {pred[i] * 1e3:7.1f} ms  ({pred[i] / cal['time_s'][i] - 1:+.0%})")
-
+          f"hardware profile {hw.name}; torch threads {torch.get_num_threads()}; {cfg}\n")
+    sm, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=True)
     saturated = simulated(make_trace(a.requests, math.inf, a.seed), sm, cfg)["request_throughput"]
-    print(f"\npredicted saturated throughput: {saturated:.2f} req/s; levels at {LEVELS} x that")
-    rows = []
+    print(f"\npredicted saturated throughput: {saturated:.2f} req/s; levels at {LEVELS} x that, "
+          "each after a fresh calibration (the load of the machine drifts)")
+    rows, engines = [], []
     for name, x in zip(("light", "medium", "saturated"), LEVELS):
+        print()
+        sm, eng = calibrated(model, spec, hw, cfg, a.repeats, verbose=False)
         trace = make_trace(a.requests, x * saturated, a.seed + 1)
         real = measured(model, trace, cfg)
         rows += show_level(name, x * saturated, real, simulated(trace, sm, cfg))
+        engines.append({"level": name, **{k: getattr(eng, k) for k in ("bandwidth_fraction", "prefill_efficiency",
+                                                                       "step_overhead_s")}})
     print(f"\nload average after: {os.getloadavg()}; {sum(r['ok'] for r in rows)}/{len(rows)} within target")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"engine": eng.to_dict(), "rows": rows}, f, indent=1)
+            json.dump({"engines": engines, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -519,23 +519,23 @@ def measure_serve(spec, trace, cfg: EngineConfig = EngineConfig(), *, device: st
     return replay, info
 
 
-def time_static_step(runner: StepRunner, decode_seqs: int, context_tokens: int, prefill_tokens: int,
-                     *, repeats: int = 3) -> float:
+def time_static_step(runner: StepRunner, decode_seqs: int, context_tokens: int, prompt_tokens: int,
+                     prompts: int = 1, *, repeats: int = 3) -> float:
     """Median wall time (s) of one engine step of `decode_seqs` decodes, each over
-    `context_tokens` cached tokens, plus one fresh prompt of `prefill_tokens` (0: none): the
-    calibration sweep that the simulator's step model is fitted on, timed by this runtime.
-    Needs a runner with enough blocks (`static_step_blocks`)."""
+    `context_tokens` cached tokens, plus `prompts` fresh prompts of `prompt_tokens` each (0: none):
+    the calibration sweep the simulator's step model is fitted on, timed by this runtime. Needs a
+    runner with enough blocks (`static_step_blocks`)."""
     bt = runner.block_tokens
-    blocks = iter(range(static_step_blocks(decode_seqs, context_tokens, prefill_tokens, bt)))
+    blocks = iter(range(static_step_blocks(decode_seqs, context_tokens, prompt_tokens, bt, prompts)))
     plan = []
     for i in range(decode_seqs):
         s = _Seq(i, 0.0, context_tokens, 1, [1] * (context_tokens + 1), computed=context_tokens)
         s.blocks = [next(blocks) for _ in range(math.ceil((context_tokens + 1) / bt))]
         plan.append((s, 1))
-    if prefill_tokens:
-        s = _Seq(decode_seqs, 0.0, prefill_tokens, 1, [1] * prefill_tokens)
-        s.blocks = [next(blocks) for _ in range(math.ceil(prefill_tokens / bt))]
-        plan.append((s, prefill_tokens))
+    for i in range(prompts if prompt_tokens else 0):
+        s = _Seq(decode_seqs + i, 0.0, prompt_tokens, 1, [1] * prompt_tokens)
+        s.blocks = [next(blocks) for _ in range(math.ceil(prompt_tokens / bt))]
+        plan.append((s, prompt_tokens))
     times = []
     for _ in range(repeats + 1):  # the first, untimed, warms the shapes
         t0 = time.perf_counter()
@@ -544,6 +544,7 @@ def time_static_step(runner: StepRunner, decode_seqs: int, context_tokens: int, 
     return float(np.median(times[1:]))
 
 
-def static_step_blocks(decode_seqs: int, context_tokens: int, prefill_tokens: int, block_tokens: int) -> int:
+def static_step_blocks(decode_seqs: int, context_tokens: int, prompt_tokens: int, block_tokens: int,
+                       prompts: int = 1) -> int:
     return (decode_seqs * math.ceil((context_tokens + 1) / block_tokens)
-            + math.ceil(prefill_tokens / block_tokens))
+            + prompts * math.ceil(prompt_tokens / block_tokens))
