@@ -23,11 +23,12 @@ from llmbench.models import cli as models_cli
 from llmbench.perfmodel import cli as perfmodel_cli
 from llmbench.report import cli as report_cli
 from llmbench.results import cli as results_cli
+from llmbench.serve import cli as serve_cli
 from llmbench.streaming import cli as streaming_cli
 from llmbench.studies import cli as studies_cli
 
 AREAS = (models_cli, hardware_cli, perfmodel_cli, measure_cli, streaming_cli, studies_cli,
-         results_cli, report_cli)
+         results_cli, report_cli, serve_cli)  # serve_cli after perfmodel_cli: it adds `plan serve`
 #: errors at a user border: bad options or files, a file system that refuses (sqlite3.Error too)
 USER_ERRORS = (ValueError, KeyError, OSError, UnicodeError, RecursionError, MemoryError)
 

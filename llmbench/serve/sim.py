@@ -51,6 +51,8 @@ POLICIES = ("continuous", "chunked", "static")
 ROUTERS = ("round_robin", "least_outstanding")
 #: the most decode steps taken in one go (bounds the arrays of one run)
 MAX_RUN_STEPS = 4096
+#: runs of at most this many steps are timed one scalar call a step (cheaper than one array call)
+SCALAR_STEPS = 8
 _ZEROS = np.zeros(MAX_RUN_STEPS)
 _STEP_INDEX = np.arange(MAX_RUN_STEPS, dtype=np.float64)
 
@@ -236,6 +238,9 @@ class _Replica:
     def _chunked(self, until_s: float, force_cut: bool) -> None:
         """Decodes first, then prompt chunks (running prompts, then new ones) in the budget."""
         self._make_room()
+        if not self.waiting and len(self.ids) and (self.todo == 1).all() and self.gen.min() > 0:
+            self._decode_run(slice(None), until_s, force_cut)  # nothing to prefill: the fast path
+            return
         dec = (self.todo == 1) & (self.gen > 0)
         take = dec.astype(np.int64)
         free = self.free - int(self._need(take).sum())
@@ -265,11 +270,11 @@ class _Replica:
         dec = on & (self.todo == 1) & (self.gen > 0)
         pre = on & ~dec
         c, p = take[pre].astype(np.float64), self.ctx[pre].astype(np.float64)
+        # scalars: a step model's scalar path is ~10x cheaper than its array path
         dt = float(self.step.time_s(
-            np.array([c.sum()]), np.array([float(dec.sum())]),
-            np.array([float(self.ctx[dec].sum() + p.sum())]),   # cached tokens read
-            prefill_seqs=np.array([float((take[pre] == self.todo[pre]).sum())]),  # prompts ending
-            prefill_attn_pairs=np.array([float((c * p + c * (c + 1) / 2).sum())]))[0])
+            float(c.sum()), float(dec.sum()), float(self.ctx[dec].sum() + p.sum()),  # cached tokens read
+            prefill_seqs=float((take[pre] == self.todo[pre]).sum()),                 # prompts ending
+            prefill_attn_pairs=float((c * p + c * (c + 1) / 2).sum())))
         self._account(dt, int(self._need(take).sum()))
         self.ctx += take
         self.todo -= take
@@ -294,9 +299,7 @@ class _Replica:
         n = len(ctx)
         k_fin = int((self.out[sel] - self.gen[sel]).min())
         k = self._steps_with_blocks(ctx, blk, min(k_fin, MAX_RUN_STEPS))
-        kv = float(ctx.sum()) + n * _STEP_INDEX[:k]  # cached tokens each step reads
-        t = self.clock + np.cumsum(self.step.time_s(_ZEROS[:k], np.full(k, float(n)), kv,
-                                                    prefill_seqs=_ZEROS[:k], prefill_attn_pairs=_ZEROS[:k]))
+        t = self.clock + np.cumsum(self._decode_times(n, float(ctx.sum()), k))
         if (force_cut or (not self.waiting and len(self.ids) < self.s.max_num_seqs)) and t[-1] > until_s:
             k = int(np.searchsorted(t, until_s, side="left")) + 1
             t = t[:k]
@@ -314,6 +317,15 @@ class _Replica:
         self.steps += k
         if k == k_fin:
             self._finish()
+
+    def _decode_times(self, n: int, kv0: float, k: int) -> np.ndarray:
+        """Durations of k decode steps of n sequences holding kv0 cached tokens at the first."""
+        if k <= SCALAR_STEPS:
+            return np.array([float(self.step.time_s(0.0, float(n), kv0 + n * j, prefill_seqs=0.0,
+                                                    prefill_attn_pairs=0.0)) for j in range(k)])
+        z = _ZEROS[:k]
+        return np.asarray(self.step.time_s(z, np.full(k, float(n)), kv0 + n * _STEP_INDEX[:k],
+                                           prefill_seqs=z, prefill_attn_pairs=z), dtype=np.float64)
 
     def _steps_with_blocks(self, ctx, blk, k: int) -> int:
         """The most decode steps (<= k, >= 1: _make_room saw to one) whose blocks are free."""
