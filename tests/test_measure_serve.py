@@ -190,9 +190,11 @@ def test_cli_json_out_and_db(tiny_config, tmp_path, capsys):  # noqa: F811
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--rate", "-1"], "--rate must be > 0"),
+    (["--rate", "-1"], "must be > 0"),
     (["--max-concurrency", "0"], "--max-concurrency"),
     ([], "give --rate"),
+    (["--rate", "1,2", "--trace", "x.csv"], "not both"),
+    (["--rate", "1", "--requests", "200000"], "at most 100,000"),
     (["--rate", "1", "--prompt-len", "200"], "exceeds"),
     (["--rate", "1", "--prompt-len", "16", "--max-batched-tokens", "8"], "max_batched_tokens 8"),
     (["--rate", "1", "--prompt-len", "16", "--kv-blocks", "1"], "kv_blocks 1 cannot hold"),

@@ -16,10 +16,9 @@ resolved Workload unless --no-record; `info` is stored in the row's environment[
 """
 from __future__ import annotations
 
-import math
 import os
 
-from llmbench._cliutil import (add_db, add_device, add_fields, add_json, emit_json, float_in,
+from llmbench._cliutil import (add_db, add_device, add_fields, add_json, emit_json,
                                int_in, table, values)
 from llmbench.measure.options import RunOptions
 from llmbench.point import Workload
@@ -100,95 +99,93 @@ SERVE_SHOWN = ("completed", "duration", "request_throughput", "output_throughput
 
 
 def _register_serve(g) -> None:
-    """`measure serve`: the real continuous-batching runtime (measure/serve.py)."""
+    """`measure serve`: the real continuous-batching runtime (measure/serve.py); what arrives and
+    the SLOs take `llmbench serve`'s options (serve/cli.py), with defaults sized for a CPU."""
     from llmbench.measure.serve_config import EngineConfig
+    from llmbench.serve.cli import add_load_options, add_slo_options
 
     p = g.command("serve", serve_cmd)
     add_fields(p, Workload, ("model",), defaults={"model": "gpt2-small"})
     p.add_argument("--n-layers", type=int_in(1, name="n-layers"),
                    help="fewer layers than the preset (a shrunk model; recorded as resize)")
-    load = p.add_argument_group("requests (one of --rate, --max-concurrency, --trace)")
-    load.add_argument("--rate", type=float, help="requests/s, Poisson (gamma with --burstiness); inf: all at 0")
-    load.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of the intervals (default 1: Poisson)")
-    load.add_argument("--max-concurrency", type=int_in(1, name="max-concurrency"),
-                      help="at most C requests outstanding (closed loop without --rate)")
-    load.add_argument("--trace", help="CSV/JSONL trace file (arrival_s, prompt_tokens, output_tokens; Azure, BurstGPT)")
-    load.add_argument("--requests", type=int_in(1, 100_000, name="requests"), default=None,
-                      help="requests to generate (default 200), or the first K of --trace")
-    load.add_argument("--prompt-len", default="128", help="prompt tokens: N, lognormal:MEAN,SD, uniform:LO,HI, file:PATH (default 128)")
-    load.add_argument("--output-len", default="32", help="output tokens, same forms (default 32)")
-    load.add_argument("--seed", type=int_in(0, name="seed"), default=0, help="seed of the trace, prompts and weights")
+    add_load_options(p)
+    p.set_defaults(**SERVE_LOAD_DEFAULTS)
     add_fields(p, EngineConfig, SERVE_ENGINE)
-    p.add_argument("--slo-ttft-ms", type=float, help="goodput: TTFT objective [ms]")
-    p.add_argument("--slo-tpot-ms", type=float, help="goodput: TPOT objective [ms]")
+    add_slo_options(p)
     add_device(p)
     p.add_argument("--threads", type=int_in(1, 1024, name="threads"),
                    help="torch CPU threads (default torch's; 1 is steadier on a shared CPU)")
-    p.add_argument("--out", help="per-request records as CSV")
+    p.add_argument("--out", help="per-request records as CSV (a rate sweep: -rateR before the suffix)")
     _outputs(p)
 
 
-def _serve_trace(a):
-    """The requests of --trace, or generated from --rate / --max-concurrency (serve/trace.py)."""
-    from llmbench.errors import BadInput
-    from llmbench.serve import trace as tr
-
-    if a.trace is not None and a.rate is not None:
-        raise BadInput("measure serve: give --trace or --rate, not both")
-    if a.trace is None and a.rate is None and a.max_concurrency is None:
-        raise BadInput("measure serve: give --rate R, --max-concurrency C or --trace FILE")
-    if a.trace is not None:
-        return tr.read_trace(a.trace, max_requests=a.requests)
-    rate = math.inf if a.rate is None else a.rate
-    return tr.synthetic(a.requests or 200, rate_per_s=rate, burstiness=a.burstiness, seed=a.seed,
-                        prompt=tr.parse_length(a.prompt_len, "--prompt-len", "prompt_tokens"),
-                        output=tr.parse_length(a.output_len, "--output-len", "output_tokens"))
+#: measure serve replays in real time: fewer and shorter requests than the simulator's defaults
+SERVE_LOAD_DEFAULTS = {"requests": 200, "prompt_len": "128", "output_len": "32"}
+MAX_RUNTIME_REQUESTS = 100_000
 
 
 def serve_cmd(a) -> None:
     """Replay requests on a real continuous-batching engine (PyTorch, paged KV, greedy) on the
-    device at hand: TTFT, TPOT, ITL and E2E percentiles and throughput in vLLM benchmark_serving's keys."""
+    device at hand: TTFT, TPOT, ITL and E2E percentiles and throughput in vLLM benchmark_serving's
+    keys (defaults: 200 requests, prompts of 128 tokens, 32 out)."""
+    from llmbench.errors import BadInput
     from llmbench.measure.serve_config import EngineConfig
     from llmbench.models import get_model
     from llmbench.models.spec import resize
-    from llmbench.serve.metrics import Slo, summarize, write_records_csv
+    from llmbench.serve.cli import loads_of, slo_of
 
     cfg = EngineConfig(**values(a, SERVE_ENGINE))
-    slo = Slo(ttft_ms=a.slo_ttft_ms, tpot_ms=a.slo_tpot_ms)
     spec = get_model(a.model)
     spec = resize(spec, n_layers=a.n_layers) if a.n_layers else spec
-    trace = _serve_trace(a)
+    slo, loads = slo_of(a), loads_of(a)
+    traces = [load.make_trace() for load in loads]
+    if max(len(t) for t in traces) > MAX_RUNTIME_REQUESTS:
+        raise BadInput(f"measure serve replays in real time: at most {MAX_RUNTIME_REQUESTS:,} requests "
+                       "(keep fewer with --requests K)")
     if not a.no_record:
         from llmbench.results.safe import check_writable
         check_writable(a.db)
+    results = [_serve_one(a, spec, cfg, load, trace, slo, many=len(loads) > 1) for load, trace in zip(loads, traces)]
+    if a.json:
+        return emit_json(results[0] if len(results) == 1 else results)
+    for r in results:
+        rows = [(label(k), _fmt_serve(k, r[k])) for k in SERVE_SHOWN if r.get(k) is not None]
+        table(f"measure serve: {spec.name} ({spec.n_layers} layers) on {r['info']['device']} "
+              f"{r['info']['precision']}, {r['trace']['requests']} requests ({r['point']['trace']})",
+              ("metric", "value"), rows, right=("value",))
+
+
+def _serve_one(a, spec, cfg, load, trace, slo, many: bool) -> dict:
     from llmbench.measure.serve import measure_serve  # torch, only now
+    from llmbench.serve.metrics import summarize, write_records_csv
 
     replay, info = measure_serve(spec, trace, cfg, device=a.device, seed=a.seed,
-                                 max_concurrency=a.max_concurrency, threads=a.threads)
+                                 max_concurrency=load.max_concurrency, threads=a.threads)
     records = replay.to_records()
     summary = summarize(records, slo=slo, kv_cache_utilization=replay.kv_cache_utilization,
                         preemptions=replay.preemptions)
-    out = _serve_result(a, spec, trace, cfg, summary, info, records)
     if a.out:
-        write_records_csv(records, a.out)
-    if a.json:
-        return emit_json(out)
-    rows = [(label(k), _fmt_serve(k, summary[k])) for k in SERVE_SHOWN if summary.get(k) is not None]
-    table(f"measure serve: {spec.name} ({spec.n_layers} layers) on {info['device']} {info['precision']}, "
-          f"{trace.describe()['requests']} requests ({trace.source})", ("metric", "value"), rows, right=("value",))
+        write_records_csv(records, _out_path(a.out, load.rate_per_s) if many else a.out)
+    return _serve_result(a, spec, trace, load, cfg, summary, info, records)
+
+
+def _out_path(path: str, rate: float) -> str:
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}-rate{rate:g}.{suffix}" if dot else f"{path}-rate{rate:g}"
 
 
 def _fmt_serve(name: str, x) -> str:
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
-def _serve_result(a, spec, trace, cfg, summary: dict, info: dict, records) -> dict:
+def _serve_result(a, spec, trace, load, cfg, summary: dict, info: dict, records) -> dict:
     """The JSON result (summary keys as `llmbench serve` gives them, at the top level) and its
     row in the results DB: the point names model, layers, trace, load and engine knobs."""
     point = {"suite": "serve", "model": a.model, "resize": {"n_layers": spec.n_layers} if a.n_layers else {},
              "hardware": info["device_type"] if info["device_type"] != "cpu" else "cpu",
              "precision": info["precision"], "trace": trace.source, "requests": len(trace),
-             "max_concurrency": a.max_concurrency, "engine": "llmbench-runtime", **cfg.to_dict()}
+             "request_rate": None if a.trace else load.rate_per_s, "burstiness": load.burstiness,
+             "max_concurrency": load.max_concurrency, "engine": "llmbench-runtime", **cfg.to_dict()}
     out = {"point": point, **summary, "info": info, "trace": trace.describe()}
     if not a.no_record:
         per_request = {k: getattr(records, k).tolist() for k in
