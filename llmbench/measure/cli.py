@@ -1,4 +1,4 @@
-"""`llmbench measure ceilings|block|train|infer|genslm` (docs/measure.md).
+"""`llmbench measure ceilings|block|train|infer|genslm|serve` (docs/measure.md, docs/serve.md).
 
     llmbench measure ceilings --json
     llmbench measure block --model gpt2-xl --batch 1 --seq 1024
@@ -62,7 +62,7 @@ LAYOUTS = {"ddp": lambda world: {"tp": 1, "zero": 0}, "zero1": lambda world: {"t
 
 
 def register(cli) -> None:
-    g = cli.group("measure", "Measure on the hardware at hand (PyTorch): ceilings, block, train, infer, genslm.")
+    g = cli.group("measure", "Measure on the hardware at hand (PyTorch): ceilings, block, train, infer, genslm, serve.")
     for suite, (wf, rf, defaults, _) in COMMANDS.items():
         p = g.command(suite, globals()[f"{suite}_cmd"])
         add_fields(p, Workload, wf, defaults=defaults, many=("batch",),
