@@ -10,8 +10,9 @@
    fitted to those steps by least squares on log time (a grid, coarse then fine). No trace request
    is seen by the fit: the traces are out of sample.
 2. Three load levels, light to saturated: rates at 0.2, 0.6 and 1.5 x the saturated request
-   throughput the fitted simulator predicts for the trace's lengths (rate infinite). The
-   calibration is run again just before each level (the shared machine's load drifts). Each level is
+   throughput the fitted simulator predicts for the trace's lengths (rate infinite). Each level's
+   step model is fitted on calibration steps timed just before and just after its replay (the
+   shared machine's load drifts; a fit on the replay's own steps would be in sample). Each level is
    one seeded synthetic trace (serve/trace.py) of `--requests` requests, replayed by the runtime in
    wall-clock time and simulated (serve/sim.py) with the same scheduler (continuous batching,
    prefill prioritised, max_num_seqs, max_batched_tokens, block_tokens) and the same KV blocks.
@@ -150,23 +151,26 @@ def show_level(name: str, rate: float, real: dict, sim: dict) -> list[dict]:
     return rows
 
 
-def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool):
-    """Time the calibration steps now, fit the engine: the step model the simulator runs."""
+def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, earlier: dict | None = None):
+    """Time the calibration steps now and fit the engine (on these times and `earlier` ones, if
+    given): (the step model the simulator runs, its engine, these times)."""
     t0 = time.perf_counter()
     n_cal = max(static_step_blocks(b, c, p, cfg.block_tokens, n) for b, c, p, n in CALIBRATION)
     cal = calibrate(StepRunner(model, n_cal, cfg.block_tokens), repeats)
-    eng = fit_engine(spec, hw, cal)
+    both = cal if earlier is None else {k: np.concatenate([earlier[k], cal[k]]) for k in cal}
+    eng = fit_engine(spec, hw, both)
     sm = build_step_model(spec, hw, precision="fp32", eng=eng)
-    pred = predicted_times(sm, cal)
-    err = np.abs(pred / cal["time_s"] - 1.0)
-    print(f"calibration ({len(CALIBRATION)} static steps, {time.perf_counter() - t0:.0f} s): fitted "
-          f"bandwidth_fraction {eng.bandwidth_fraction:.4g}, prefill_efficiency {eng.prefill_efficiency:.4g}, "
-          f"step_overhead_s {eng.step_overhead_s * 1e3:.2f} ms; fit |error| median {np.median(err):.0%}, max {err.max():.0%}")
+    err = np.abs(predicted_times(sm, both) / both["time_s"] - 1.0)
+    print(f"calibration ({len(both['time_s'])} static steps{'' if earlier is None else ', before and after'}, "
+          f"{time.perf_counter() - t0:.0f} s): fitted bandwidth_fraction {eng.bandwidth_fraction:.4g}, "
+          f"prefill_efficiency {eng.prefill_efficiency:.4g}, step_overhead_s {eng.step_overhead_s * 1e3:.2f} ms; "
+          f"fit |error| median {np.median(err):.0%}, max {err.max():.0%}")
     if verbose:
+        pred = predicted_times(sm, cal)
         for i, (b, c, p, n) in enumerate(CALIBRATION):
             print(f"  decode {b:>2} x ctx {c:>3}  prompts {n} x {p:>3}:  measured {cal['time_s'][i] * 1e3:7.1f} ms  "
                   f"fit {pred[i] * 1e3:7.1f} ms  ({pred[i] / cal['time_s'][i] - 1:+.0%})")
-    return sm, eng
+    return sm, eng, cal
 
 
 def main() -> None:
@@ -183,16 +187,18 @@ def main() -> None:
     model = build_model(spec).eval()
     print(f"model: {spec.name} resized to {spec.n_layers} layers, d_model {spec.d_model}, vocab {spec.vocab_size}; "
           f"hardware profile {hw.name}; torch threads {torch.get_num_threads()}; {cfg}\n")
-    sm, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=True)
+    sm, _, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=True)
     saturated = simulated(make_trace(a.requests, math.inf, a.seed), sm, cfg)["request_throughput"]
     print(f"\npredicted saturated throughput: {saturated:.2f} req/s; levels at {LEVELS} x that, "
-          "each after a fresh calibration (the load of the machine drifts)")
+          "each with its own calibration, timed just before and just after its replay (the load of the "
+          "machine drifts)")
     rows, engines = [], []
     for name, x in zip(("light", "medium", "saturated"), LEVELS):
         print()
-        sm, eng = calibrated(model, spec, hw, cfg, a.repeats, verbose=False)
+        _, _, before = calibrated(model, spec, hw, cfg, a.repeats, verbose=False)
         trace = make_trace(a.requests, x * saturated, a.seed + 1)
         real = measured(model, trace, cfg)
+        sm, eng, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=False, earlier=before)
         rows += show_level(name, x * saturated, real, simulated(trace, sm, cfg))
         engines.append({"level": name, **{k: getattr(eng, k) for k in ("bandwidth_fraction", "prefill_efficiency",
                                                                        "step_overhead_s")}})
