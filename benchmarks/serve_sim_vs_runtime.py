@@ -3,8 +3,8 @@
     PYTHONPATH=$PWD .venv/bin/python benchmarks/serve_sim_vs_runtime.py [--requests 200] [--json]
 
 1. Calibration, separate from the traces: the runtime (llmbench/measure/serve.py) times static
-   engine steps: decodes of B sequences over C cached tokens, and single prompts of P tokens
-   (`time_static_step`). The simulator's step model (perfmodel/serving.py: max(compute, memory)
+   engine steps: decodes of B sequences over C cached tokens, and prefills of 1, 2 or 4 prompts
+   (`time_static_steps`: the shapes in turn, round after round, as an engine meets them). The simulator's step model (perfmodel/serving.py: max(compute, memory)
    + a fixed overhead per step, on this machine's hardware profile `cpu`) gets its engine's three
    free parameters (bandwidth_fraction, prefill_efficiency, step_overhead_s: perfmodel.serving.FITTED)
    fitted to those steps by least squares on log time (a grid, coarse then fine). No trace request
@@ -38,7 +38,7 @@ import torch
 
 from llmbench.hardware import get_hardware
 from llmbench.measure.modeling import build_model
-from llmbench.measure.serve import ServingEngine, StepRunner, static_step_blocks, time_static_step
+from llmbench.measure.serve import ServingEngine, StepRunner, static_step_blocks, time_static_steps
 from llmbench.measure.serve_config import EngineConfig
 from llmbench.models import get_model
 from llmbench.models.spec import resize
@@ -64,10 +64,8 @@ def model_spec():
 def calibrate(runner: StepRunner, repeats: int) -> dict:
     """Time each CALIBRATION step; the step model's arguments beside each time (as sim.py
     computes them: cached tokens read, prompts ending, causal pairs)."""
-    rows = []
-    for b, c, p, n in CALIBRATION:
-        t = time_static_step(runner, b, c, p, n, repeats=repeats)
-        rows.append((p * n, b, b * c, n, n * p * (p + 1) / 2, t))
+    times = time_static_steps(runner, CALIBRATION, repeats=repeats)
+    rows = [(p * n, b, b * c, n, n * p * (p + 1) / 2, t) for (b, c, p, n), t in zip(CALIBRATION, times)]
     keys = ("prefill_tokens", "decode_seqs", "kv_tokens_read", "prefill_seqs", "pairs", "time_s")
     return {k: np.array(col, dtype=float) for k, col in zip(keys, zip(*rows))}
 

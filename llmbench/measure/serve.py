@@ -519,13 +519,25 @@ def measure_serve(spec, trace, cfg: EngineConfig = EngineConfig(), *, device: st
     return replay, info
 
 
-def time_static_step(runner: StepRunner, decode_seqs: int, context_tokens: int, prompt_tokens: int,
-                     prompts: int = 1, *, repeats: int = 3) -> float:
-    """Median wall time (s) of one engine step of `decode_seqs` decodes, each over
-    `context_tokens` cached tokens, plus `prompts` fresh prompts of `prompt_tokens` each (0: none):
-    the calibration sweep the simulator's step model is fitted on, timed by this runtime. Needs a
-    runner with enough blocks (`static_step_blocks`)."""
-    bt = runner.block_tokens
+def time_static_steps(runner: StepRunner, shapes, *, repeats: int = 3) -> list[float]:
+    """Median wall time (s) of each engine step `shapes` names: (decode sequences, cached tokens
+    each, prompt tokens, prompts): that many decodes over that context plus that many fresh
+    prompts. The calibration sweep the simulator's step model is fitted on, timed by this runtime.
+    The shapes are timed in turn, round after round (a serving engine rarely runs one shape twice
+    in a row: new shapes cost allocations and kernel choices), after one untimed round."""
+    plans = [_static_plan(runner.block_tokens, *shape) for shape in shapes]
+    times = [[] for _ in plans]
+    for round_ in range(repeats + 1):
+        for plan, ts in zip(plans, times):
+            t0 = time.perf_counter()
+            runner.step(plan)
+            if round_:
+                ts.append(time.perf_counter() - t0)
+    return [float(np.median(ts)) for ts in times]
+
+
+def _static_plan(bt: int, decode_seqs: int, context_tokens: int, prompt_tokens: int, prompts: int):
+    """Sequences with blocks 0, 1, 2, ... (a runner of `static_step_blocks` blocks holds them)."""
     blocks = iter(range(static_step_blocks(decode_seqs, context_tokens, prompt_tokens, bt, prompts)))
     plan = []
     for i in range(decode_seqs):
@@ -536,12 +548,7 @@ def time_static_step(runner: StepRunner, decode_seqs: int, context_tokens: int, 
         s = _Seq(decode_seqs + i, 0.0, prompt_tokens, 1, [1] * prompt_tokens)
         s.blocks = [next(blocks) for _ in range(math.ceil(prompt_tokens / bt))]
         plan.append((s, prompt_tokens))
-    times = []
-    for _ in range(repeats + 1):  # the first, untimed, warms the shapes
-        t0 = time.perf_counter()
-        runner.step(plan)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times[1:]))
+    return plan
 
 
 def static_step_blocks(decode_seqs: int, context_tokens: int, prompt_tokens: int, block_tokens: int,
