@@ -91,7 +91,7 @@ def test_report_writes_every_figure_as_png_and_svg(small_report):
     assert summary["rows"]["predicted"] >= 700  # every study's predict: section
     saved = json.loads((out / "reproduce.json").read_text())
     steps = [t["step"] for t in saved["timings"]]
-    assert steps == ["predict", "predict measured points", "validate", "fidelity", "report"]
+    assert steps == ["predict", "predict measured points", "validate", "serving", "fidelity", "report"]
     assert "7 measured points predicted" in saved["timings"][1]["status"]  # 2 block, 3 infer, 2 dp
 
 

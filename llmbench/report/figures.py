@@ -22,6 +22,7 @@ from .plots_studies import (
 from .economics import draw_economics
 from .runs import draw_runs
 from .plots_seed import draw_sparse_loss
+from .serving import draw_serving
 from .rows import Data
 
 
@@ -143,6 +144,14 @@ FIGURES: tuple[FigureSpec, ...] = (
                "left out of the cost panel. The table 'Energy and cost per token' gives J/token with each "
                "number's source.",
                draw_economics),
+    FigureSpec("serving", "Serving: latency against request rate", ("serving",),
+               "llmbench serve's simulator (continuous batching with each hardware's default engine, paged "
+               "KV, the per-step cost model of predict infer) fed Poisson arrivals of Llama-3.1-8B requests "
+               "(prompts lognormal mean 1,000 tokens, outputs mean 250) at 1-32 requests/s. Left and middle: "
+               "TTFT and TPOT, p50 solid and p99 dashed, with the SLOs dotted; right: output tokens/s, which "
+               "stops growing where a replica saturates and the queue (TTFT) explodes. The capacity plan "
+               "for Llama-3.1-70B over the catalog is the table 'Capacity plan for serving'.",
+               draw_serving),
     FigureSpec("streaming", "Weight streaming on this machine", ("streaming",),
                "The same small GPT trained twice in one process with the same seed: with its weights "
                "resident, and streamed layer by layer from a host-side parameter store (the "

@@ -15,6 +15,7 @@ from .economics import economics_table
 from .runs import runs_table
 from .fidelity import fidelity_table
 from .figures import FIGURES, FigureSpec
+from .serving import serving_plan_table
 from .rows import Data, UnknownMetric, command_of
 from .tables import MEASURE_CMD, Table, all_tables, print_tables
 
@@ -158,7 +159,8 @@ def build_report(data: Data, out_dir: str | Path, *, meta: dict | None = None, l
             log(f"figure {spec.id}: {error}")
         sections.append(f'<section id="f-{spec.id}"><h2>{_e(spec.title)}</h2>'
                         f"{_figure_html(spec, files, _study_commands(data, spec), error)}</section>")
-    tables = all_tables(data) + [economics_table(data, meta.get("prices")), runs_table(data)]
+    tables = all_tables(data) + [economics_table(data, meta.get("prices")), runs_table(data),
+                                 serving_plan_table(data)]
     fid = fidelity_table(data)
     page = _page(sections, [_table_html(t) for t in tables], meta, data, _table_html(fid))
     out.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import fields
 
 from llmbench._cliutil import add_db, add_json, emit_json, float_in, int_in, pairs, table
@@ -51,7 +52,7 @@ def register(cli) -> None:
 
 
 def add_deployment_options(p, hardware_required: bool) -> None:
-    from llmbench.serve.run import Deployment
+    from llmbench.serve.config import Deployment
 
     d = lambda n: _default(Deployment, n)  # noqa: E731
     g = p.add_argument_group("what serves")
@@ -79,7 +80,7 @@ def add_deployment_options(p, hardware_required: bool) -> None:
 
 
 def add_load_options(p) -> None:
-    from llmbench.serve.run import Load
+    from llmbench.serve.config import Load
 
     d = lambda n: _default(Load, n)  # noqa: E731
     g = p.add_argument_group("what arrives (one of --rate, --max-concurrency, --trace)")
@@ -110,7 +111,7 @@ def _concurrency(text: str) -> int:
 
 
 def _requests(text: str) -> int:
-    from llmbench.serve.trace import MAX_REQUESTS
+    from llmbench.serve.config import MAX_REQUESTS
 
     try:
         v = int(text)
@@ -135,7 +136,7 @@ def slo_of(a):
 
 
 def deployment_of(a, hardware: str | None = None):
-    from llmbench.serve.run import Deployment
+    from llmbench.serve.config import Deployment
 
     return Deployment(model=a.model, hardware=hardware or a.hardware, devices=a.devices, tp=a.tp, pp=a.pp,
                       precision=a.precision, engine=a.engine, kv_precision=a.kv_precision, policy=a.policy,
@@ -145,7 +146,7 @@ def deployment_of(a, hardware: str | None = None):
 
 def loads_of(a) -> list:
     """One Load per rate of the sweep (or the one load a concurrency or a trace gives)."""
-    from llmbench.serve.run import Load
+    from llmbench.serve.config import Load
 
     if a.trace is not None and a.rate is not None:
         raise BadInput("give --trace or --rate, not both (a trace has its own arrival times)")
@@ -181,7 +182,7 @@ def serve_cmd(a) -> None:
         results.append({k: v for k, v in res.items() if k != "_sim"})
     if a.json:
         return emit_json(results[0] if len(results) == 1 else {"sweep": results})
-    _print_header(results[0], d)
+    _print_header(results[0], d, sweep=len(results) > 1)
     if len(results) == 1:
         return _print_one(results[0])
     _print_sweep(results)
@@ -215,24 +216,14 @@ def _write_out(path: str, res: dict, load, many: bool) -> None:
 
 
 def record(res: dict, load, db) -> str:
-    """The result in the results store: a point naming what ran and the load (suite serve, source
-    predicted), the summary as metrics, the per-request records in its environment."""
+    """The result in the results store (serve/run.py result_row: suite serve, source predicted)."""
     from llmbench.results.safe import record_or_save
+    from llmbench.serve.run import result_row
 
-    rec = res["_sim"].records
-    point = {"suite": "serve", **{k: res[k] for k in ("model", "hardware", "devices", "tp", "pp", "replicas",
-                                                        "precision", "kv_precision", "engine", "mode")},
-             "scheduler": res["scheduler"], "request_rate": res["request_rate"], "burstiness": load.burstiness,
-             "max_concurrency": load.max_concurrency, "trace": res["trace"]["source"],
-             "requests": res["trace"]["requests"], "slo": res["slo"]}
-    metrics = {k: v for k, v in res.items() if k not in point and k not in ("_sim", "trace", "scheduler")}
-    per_request = {k: getattr(rec, k).tolist() for k in
-                   ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
-    return record_or_save(db, point, source="predicted", status="ok", metrics=metrics,
-                          environment={"tool": "llmbench.serve.sim", "requests": per_request})
+    return record_or_save(db, **result_row(res, load))
 
 
-def _print_header(r: dict, d) -> None:
+def _print_header(r: dict, d, sweep: bool = False) -> None:
     s = r["scheduler"]
     lay = f"tp {r['tp']} x pp {r['pp']}" + (f", {r['mode']}" if r["mode"] != "resident" else "")
     pairs([("serve", f"{r['model']} on {r['devices']} x {r['hardware']} ({r['replicas']} replica(s) of {lay}), "
@@ -240,12 +231,12 @@ def _print_header(r: dict, d) -> None:
            ("engine", f"{r['engine']}: {s['policy']} batching, max {s['max_num_seqs']} seqs, "
                       f"{s['max_batched_tokens']:,} tokens/step, KV {r['kv_precision']} in {s['block_tokens']}-token "
                       f"blocks, {r['kv_capacity_tokens']:,} tokens per replica"),
-           ("requests", _load_text(r))])
+           ("requests", _load_text(r, sweep))])
 
 
-def _load_text(r: dict) -> str:
+def _load_text(r: dict, sweep: bool = False) -> str:
     t = r["trace"]
-    src = t["source"]
+    src = re.sub(r"rate=\S+ ", "rate as listed, ", t["source"]) if sweep else t["source"]
     conc = f", at most {r['max_concurrency']} in flight" if r["max_concurrency"] else ""
     return (f"{t['requests']:,} ({src}){conc}; mean prompt {t['mean_prompt_tokens']:,.0f}, "
             f"output {t['mean_output_tokens']:,.0f} tokens")
@@ -368,13 +359,18 @@ def print_plan(res: dict) -> None:
     rows = [(str(i), c["hardware"], c["engine"], _lay(c), str(c["replicas"]), str(c["devices"]), str(c["max_num_seqs"]),
              f"{c['simulated']['p99_ttft_ms']:,.0f}", f"{c['simulated']['p99_tpot_ms']:,.1f}", _f(c["usd_per_mtok_output"]),
              _f(c["j_per_output_token"])) for i, c in enumerate(res["layouts"], 1)]
-    table("meeting the SLOs (simulated)", cols, rows, right=cols[4:])
+    if rows:
+        table("meeting the SLOs (simulated)", cols, rows, right=cols[4:])
+    else:
+        print(f"no layout met the SLOs in the simulator ({res['simulated']} simulated): loosen the SLOs, "
+              "lower the rate, or add --hardware")
     cols = ("hardware", "engine", "replica", "replicas", "devices", "max seqs", "req/s per replica", "USD/M out tok",
             "J/out tok")
     rows = [(c["hardware"], c["engine"], _lay(c), str(c["replicas"]), str(c["devices"]), str(c["max_num_seqs"]),
              f"{c['screen_rate_per_replica']:,.2f}", _f(c["usd_per_mtok_output"]), _f(c["j_per_output_token"]))
             for c in res["best_per_hardware"]]
-    table("best of each hardware (screen, not simulated)", cols, rows, right=cols[3:])
+    if rows:
+        table("best of each hardware (screen, not simulated)", cols, rows, right=cols[3:])
     if res["no_candidate"]:
         print(f"no layout meets the SLOs on: {', '.join(res['no_candidate'])}")
     print("cost: the catalog's price per device-hour (source in each hardware file); 'no price': none listed")

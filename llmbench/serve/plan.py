@@ -31,7 +31,7 @@ import numpy as np
 
 from llmbench.errors import BadInput
 from llmbench.serve.metrics import Slo, summarize
-from llmbench.serve.run import Deployment, Load, describe, scheduler
+from llmbench.serve.run import Deployment, Load, make_trace, scheduler
 from llmbench.serve.sim import simulate
 
 MAX_NUM_SEQS = (4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -120,7 +120,7 @@ def _economics(hw, devices: int, rate: float, O: float) -> dict:
 
 def candidates(model: str, load: Load, slo: Slo, hardware: list[str], precision=None, engine=None):
     """Every screened candidate (dicts), and how many were searched."""
-    trace = load.make_trace()
+    trace = make_trace(load)
     P, O = float(trace.prompt_tokens.mean()), float(trace.output_tokens.mean())
     need = int(np.percentile(trace.prompt_tokens + trace.output_tokens, 99))
     out, searched = [], 0
@@ -157,7 +157,7 @@ def verify(c: dict, load: Load, slo: Slo, trace) -> dict | None:
     for extra in range(MAX_EXTRA + 1):
         replicas = c["replicas"] + extra
         one = replace(load, rate_per_s=load.rate_per_s / replicas, requests=min(load.requests, SIM_REQUESTS))
-        t = one.make_trace() if load.trace is None else trace.head(min(len(trace), SIM_REQUESTS))
+        t = make_trace(one) if load.trace is None else trace.head(min(len(trace), SIM_REQUESTS))
         res = simulate(t, sm, scheduler(d, sm, one))
         s = summarize(res.records, slo=slo, percentiles=(50, 99))
         if (s["p99_ttft_ms"] is not None and s["p99_ttft_ms"] <= slo.ttft_ms and s["p99_tpot_ms"] is not None

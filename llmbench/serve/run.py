@@ -8,11 +8,11 @@ parses into these dataclasses and prints; `plan serve` (serve/plan.py) calls `re
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from llmbench.errors import BadInput
 from llmbench.serve import trace as tr
+from llmbench.serve.config import Deployment, Load
 from llmbench.serve.metrics import Slo, summarize
 from llmbench.serve.sim import Scheduler, SimResult, simulate
 
@@ -20,51 +20,14 @@ from llmbench.serve.sim import Scheduler, SimResult, simulate
 TPS = (1, 2, 4, 8, 16)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Deployment:
-    """What serves: the model, the hardware and its layout, the engine and its scheduler."""
-    model: str                       # preset name or HF config.json
-    hardware: str                    # catalog name
-    devices: int | None = None       # devices in all (replicas = devices / (tp pp)); None: replicas
-    tp: int | None = None            # tensor-parallel degree of a replica (None: fewest that fit)
-    pp: int | None = None            # pipeline stages of a replica (None: 1, or wafers that hold it)
-    precision: str | None = None     # weights' precision (None: the hardware's)
-    engine: str | None = None        # engines.toml name (None: the hardware family's default)
-    kv_precision: str | None = None
-    policy: str | None = None        # continuous | chunked | static (None: the engine's)
-    max_num_seqs: int = 256          # vLLM --max-num-seqs default
-    max_batched_tokens: int | None = None  # None: the engine's chunk budget, else 8192
-    replicas: int | None = None      # None: devices / (tp pp), else 1
-    router: str = "round_robin"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Load:
-    """What arrives: a rate (or all at once with a concurrency limit), or a trace file."""
-    rate_per_s: float = math.inf     # requests/s; inf: all at t = 0 (with max_concurrency: closed loop)
-    burstiness: float = 1.0          # gamma shape of the intervals (1: Poisson)
-    max_concurrency: int | None = None
-    trace: str | None = None         # a trace file instead of the generator
-    requests: int = 1000             # generated, or the first K of the trace
-    prompt_len: str = "1024"         # N, lognormal:MEAN,SD, uniform:LO,HI, file:PATH
-    output_len: str = "128"
-    seed: int = 0
-
-    def __post_init__(self):
-        if not (self.rate_per_s > 0):  # NaN too
-            raise BadInput(f"--rate must be > 0 requests/s, got {self.rate_per_s}")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise BadInput(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
-        if not 1 <= self.requests <= tr.MAX_REQUESTS:
-            raise BadInput(f"--requests must be in [1, {tr.MAX_REQUESTS:,}], got {self.requests:,}")
-
-    def make_trace(self) -> tr.Trace:
-        if self.trace is not None:
-            return tr.read_trace(self.trace, max_requests=self.requests)
-        return tr.synthetic(self.requests, rate_per_s=self.rate_per_s, burstiness=self.burstiness,
-                            prompt=tr.parse_length(self.prompt_len, "--prompt-len", "prompt_tokens"),
-                            output=tr.parse_length(self.output_len, "--output-len", "output_tokens"),
-                            seed=self.seed)
+def make_trace(load: Load) -> tr.Trace:
+    """The requests of `load`: the trace file's first `requests`, or generated (serve/trace.py)."""
+    if load.trace is not None:
+        return tr.read_trace(load.trace, max_requests=load.requests)
+    return tr.synthetic(load.requests, rate_per_s=load.rate_per_s, burstiness=load.burstiness,
+                        prompt=tr.parse_length(load.prompt_len, "--prompt-len", "prompt_tokens"),
+                        output=tr.parse_length(load.output_len, "--output-len", "output_tokens"),
+                        seed=load.seed)
 
 
 def _hw_spec(d: Deployment):
@@ -103,6 +66,10 @@ def _layouts(d: Deployment, spec, hw):
     """(tp, pp) candidates, fewest devices first."""
     dpn = max(hw.interconnect.devices_per_node, 1) if hw.interconnect else 1
     kv = getattr(spec, "n_kv_heads", None) or spec.n_heads
+    if d.tp and (spec.n_heads % d.tp or kv % d.tp):
+        raise BadInput(f"--tp {d.tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} KV heads")
+    if d.pp and d.pp > spec.n_layers:
+        raise BadInput(f"--pp {d.pp} is more stages than {spec.name}'s {spec.n_layers} layers")
     tps = [d.tp] if d.tp else [t for t in TPS if t <= dpn and spec.n_heads % t == 0 and kv % t == 0]
     pps = [d.pp] if d.pp else range(1, spec.n_layers + 1)
     out = sorted(((tp, pp) for tp in tps for pp in pps), key=lambda x: (x[0] * x[1], x[1]))
@@ -133,7 +100,7 @@ def scheduler(d: Deployment, sm, load: Load) -> Scheduler:
 
 def run(d: Deployment, load: Load, slo: Slo | None = None, trace: tr.Trace | None = None) -> dict:
     """Simulate `load` on `d`: the summary (benchmark_serving keys) and what ran."""
-    trace = trace if trace is not None else load.make_trace()
+    trace = trace if trace is not None else make_trace(load)
     need = int((trace.prompt_tokens + trace.output_tokens).max())
     sm = replica(d, min(need, 1 << 20))
     sched = scheduler(d, sm, load)
@@ -155,3 +122,20 @@ def describe(d: Deployment, sm, sched: Scheduler, load: Load, trace: tr.Trace, s
             "burstiness": load.burstiness, "max_concurrency": load.max_concurrency,
             "trace": trace.describe(),
             "slo": None if slo is None or not slo.given() else asdict(slo)}
+
+
+def result_row(res: dict, load: Load) -> dict:
+    """A `run` result as a results-store row (ResultsDB.record's arguments): a point naming what
+    ran and the load (suite serve, source predicted), the summary as metrics, the per-request
+    records in its environment."""
+    rec = res["_sim"].records
+    point = {"suite": "serve", **{k: res[k] for k in ("model", "hardware", "devices", "tp", "pp", "replicas",
+                                                        "precision", "kv_precision", "engine", "mode")},
+             "scheduler": res["scheduler"], "request_rate": res["request_rate"], "burstiness": load.burstiness,
+             "max_concurrency": load.max_concurrency, "trace": res["trace"]["source"],
+             "requests": res["trace"]["requests"], "slo": res["slo"]}
+    metrics = {k: v for k, v in res.items() if k not in point and k not in ("_sim", "trace", "scheduler", "key")}
+    per_request = {k: getattr(rec, k).tolist() for k in
+                   ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
+    return {"point": point, "source": "predicted", "status": "ok", "metrics": metrics,
+            "environment": {"tool": "llmbench.serve.sim", "requests": per_request}}

@@ -399,17 +399,40 @@ def simulate(trace: Trace, step, sched: Scheduler) -> SimResult:
                        "per replica (more devices per replica, or a lower precision)")
     reps = [_Replica(k, reqs, step, sched, total_blocks) for k in range(sched.replicas)]
     too_long = -(-(reqs.prompt + reqs.output) // sched.block_tokens) > total_blocks
+    if sched.router == "round_robin" and sched.max_concurrency is None:
+        _independent(reps, reqs, trace.arrival_s, too_long)
+    else:
+        _lockstep(reps, reqs, trace.arrival_s, too_long, sched)
+    return _result(trace, reqs, reps, int(too_long.sum()), total_blocks * sched.block_tokens)
+
+
+def _independent(reps: list[_Replica], reqs: _Requests, arrival: np.ndarray, too_long: np.ndarray) -> None:
+    """Round-robin routing of an open loop: each replica's requests are known up front, so each
+    replica runs alone (its runs cut only at its own arrivals)."""
+    reqs.sent[:] = arrival
+    kept = np.flatnonzero(~too_long)  # rejected (longer than the cache holds): never in flight
+    for k, p in enumerate(reps):
+        for i in kept[k::len(reps)].tolist():
+            t = float(arrival[i])
+            p.advance(t)
+            p.add(i, t)
+        p.advance(math.inf)
+
+
+def _lockstep(reps: list[_Replica], reqs: _Requests, arrival: np.ndarray, too_long: np.ndarray,
+              sched: Scheduler) -> None:
+    """Every replica advanced to each send time (the router reads their outstanding requests then;
+    the client's concurrency limit waits for finishes)."""
     limit = sched.max_concurrency or math.inf
-    arrival = trace.arrival_s
     t_floor, rr = 0.0, 0
-    for i in range(len(trace)):
+    for i in range(len(arrival)):
         t_floor = max(t_floor, float(arrival[i]))
         while sum(p.outstanding(t_floor) for p in reps) >= limit:
             t_floor = _next_finish(reps, t_floor)
         for p in reps:
             p.advance(t_floor)
         reqs.sent[i] = t_floor
-        if too_long[i]:  # rejected (vLLM: longer than the cache holds): never in flight
+        if too_long[i]:
             continue
         k = rr % len(reps) if sched.router == "round_robin" else \
             min(range(len(reps)), key=lambda j: (reps[j].outstanding(t_floor), j))
@@ -417,7 +440,6 @@ def simulate(trace: Trace, step, sched: Scheduler) -> SimResult:
         reps[k].add(i, t_floor)
     for p in reps:
         p.advance(math.inf)
-    return _result(trace, reqs, reps, int(too_long.sum()), total_blocks * sched.block_tokens)
 
 
 def _next_finish(reps: list[_Replica], t_s: float) -> float:

@@ -33,9 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from llmbench.errors import BadInput
-
-#: the most requests one trace may hold: 10^6 requests already take minutes to simulate per layout
-MAX_REQUESTS = 1_000_000
+from llmbench.serve.config import MAX_REQUESTS  # noqa: F401  (re-exported: tests patch it here)
 #: the longest prompt or output a row may state (tokens); longer is a broken file, not a request
 MAX_TOKENS = 10_000_000
 

@@ -222,4 +222,6 @@ def _predict_all(db, *, log=print) -> list[dict]:
     t0 = time.monotonic()
     status = record_validation(db, log=lambda m: log("  " + m))
     timings.append({"step": "validate", "seconds": time.monotonic() - t0, "status": status})
+    from llmbench.studies.serving import record_serving  # the serving page (report/serving.py)
+    timings.append(record_serving(db, log=log))
     return timings
