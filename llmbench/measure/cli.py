@@ -133,12 +133,13 @@ def serve_cmd(a) -> None:
     from llmbench.models import get_model
     from llmbench.models.spec import resize
     from llmbench.serve.cli import loads_of, slo_of
+    from llmbench.serve.run import make_trace
 
     cfg = EngineConfig(**values(a, SERVE_ENGINE))
     spec = get_model(a.model)
     spec = resize(spec, n_layers=a.n_layers) if a.n_layers else spec
     slo, loads = slo_of(a), loads_of(a)
-    traces = [load.make_trace() for load in loads]
+    traces = [make_trace(load) for load in loads]
     if max(len(t) for t in traces) > MAX_RUNTIME_REQUESTS:
         raise BadInput(f"measure serve replays in real time: at most {MAX_RUNTIME_REQUESTS:,} requests "
                        "(keep fewer with --requests K)")
