@@ -378,6 +378,28 @@ class WallClock:
         time.sleep(max(0.0, t_s - self.now()))
 
 
+def check_requests(spec, cfg: EngineConfig, requests) -> int:
+    """Requests this engine cannot serve as BadInput, before anything runs; else the KV pool's
+    block count (cfg.kv_blocks, or max_num_seqs of the longest request)."""
+    if not requests:
+        raise BadInput("no requests to serve")
+    longest = max(r.prompt_tokens + r.output_tokens for r in requests)
+    for r in requests:
+        if r.prompt_tokens < 1 or r.output_tokens < 1 or not math.isfinite(r.arrival_s) or r.arrival_s < 0:
+            raise BadInput(f"request {r}: needs prompt and output tokens >= 1 and a finite arrival >= 0")
+    if longest > spec.max_seq_len:
+        raise BadInput(f"a request of {longest} tokens exceeds {spec.name}'s max_seq_len {spec.max_seq_len}")
+    if not cfg.chunked_prefill and longest > cfg.max_batched_tokens:
+        raise BadInput(f"max_batched_tokens {cfg.max_batched_tokens} < the longest request ({longest} "
+                     "tokens): without chunked prefill a prompt (recomputed with its output) runs whole")
+    per_seq = math.ceil(longest / cfg.block_tokens)
+    n_blocks = cfg.kv_blocks or cfg.max_num_seqs * per_seq
+    if n_blocks < per_seq:
+        raise BadInput(f"kv_blocks {n_blocks} cannot hold the longest request ({per_seq} blocks of "
+                     f"{cfg.block_tokens} tokens)")
+    return n_blocks
+
+
 class _NoClock:
     """Time stands still (the warm-up; tests that compare tokens, not times)."""
 
@@ -399,24 +421,7 @@ class ServingEngine:
 
     def check(self, requests) -> int:
         """Bad requests as BadInput before anything runs; the pool's block count."""
-        if not requests:
-            raise BadInput("no requests to serve")
-        spec, cfg = self.model.spec, self.cfg
-        longest = max(r.prompt_tokens + r.output_tokens for r in requests)
-        for r in requests:
-            if r.prompt_tokens < 1 or r.output_tokens < 1 or not math.isfinite(r.arrival_s) or r.arrival_s < 0:
-                raise BadInput(f"request {r}: needs prompt and output tokens >= 1 and a finite arrival >= 0")
-        if longest > spec.max_seq_len:
-            raise BadInput(f"a request of {longest} tokens exceeds {spec.name}'s max_seq_len {spec.max_seq_len}")
-        if not cfg.chunked_prefill and longest > cfg.max_batched_tokens:
-            raise BadInput(f"max_batched_tokens {cfg.max_batched_tokens} < the longest request ({longest} "
-                             "tokens): without chunked prefill a prompt (recomputed with its output) runs whole")
-        per_seq = math.ceil(longest / cfg.block_tokens)
-        n_blocks = cfg.kv_blocks or cfg.max_num_seqs * per_seq
-        if n_blocks < per_seq:
-            raise BadInput(f"kv_blocks {n_blocks} cannot hold the longest request ({per_seq} blocks of "
-                             f"{cfg.block_tokens} tokens)")
-        return n_blocks
+        return check_requests(self.model.spec, self.cfg, requests)
 
     def replay(self, requests, *, clock=None, max_concurrency: int | None = None) -> Replay:
         """Serve `requests` (Requests, or a Trace) as they arrive; `clock`: WallClock by default."""
