@@ -138,7 +138,8 @@ def _fake_serve(spec, trace, cfg, **kw):
                                       token_times_s=(r.arrival_s + 0.1,), preemptions=0, tokens=(0,))
                  for i, r in enumerate(reqs))
     return mserve.Replay(records=recs, kv_blocks=1, free_blocks_at_end=1, preemptions=0, steps=1, duration_s=1.0,
-                         kv_cache_utilization=0.0), {"device": "cpu", "device_type": "cpu", "precision": "fp32"}
+                         kv_cache_utilization=0.0), {"device": "cpu", "device_type": "cpu", "hardware": "cpu",
+                                                               "precision": "fp32"}
 
 
 @contextmanager

@@ -185,7 +185,7 @@ def test_cli_json_out_and_db(tiny_config, tmp_path, capsys):  # noqa: F811
     assert code == 0, err
     res = json.loads(stdout)
     assert res["completed"] == 6 and res["total_output_tokens"] == 18
-    assert res["point"]["suite"] == "serve" and res["key"]
+    assert res["point"]["suite"] == "serve" and res["point"]["hardware"] == "cpu" and res["key"]
     assert len(out.read_text().splitlines()) == 7
 
 

@@ -183,7 +183,7 @@ def _serve_result(a, spec, trace, load, cfg, summary: dict, info: dict, records)
     """The JSON result (summary keys as `llmbench serve` gives them, at the top level) and its
     row in the results DB: the point names model, layers, trace, load and engine knobs."""
     point = {"suite": "serve", "model": a.model, "resize": {"n_layers": spec.n_layers} if a.n_layers else {},
-             "hardware": info["device_type"] if info["device_type"] != "cpu" else "cpu",
+             "hardware": info["hardware"],
              "precision": info["precision"], "trace": trace.source, "requests": len(trace),
              "request_rate": None if a.trace else load.rate_per_s, "burstiness": load.burstiness,
              "max_concurrency": load.max_concurrency, "engine": "llmbench-runtime", **cfg.to_dict()}

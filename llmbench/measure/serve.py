@@ -45,6 +45,7 @@ from llmbench.measure import device as dev
 from llmbench.measure.modeling import Transformer, apply_rotary, attention_mask, build_model, \
     rotary_cos_sin, softcapped_attention
 from llmbench.measure.serve_config import EngineConfig
+from llmbench.point import hardware_for_device
 
 
 @dataclass(frozen=True)
@@ -518,8 +519,9 @@ def measure_serve(spec, trace, cfg: EngineConfig = EngineConfig(), *, device: st
     engine.check(requests)
     engine.warm_up()
     replay = engine.replay(requests, max_concurrency=max_concurrency)
-    info = {"device": dev.device_name(d), "device_type": d.type, "precision": precision,
-            "torch": torch.__version__, "threads": torch.get_num_threads(), "steps": replay.steps,
+    name = dev.device_name(d)
+    info = {"device": name, "device_type": d.type, "hardware": hardware_for_device(d.type, name),
+            "precision": precision, "torch": torch.__version__, "threads": torch.get_num_threads(), "steps": replay.steps,
             "kv_blocks": replay.kv_blocks, "block_tokens": cfg.block_tokens}
     return replay, info
 
