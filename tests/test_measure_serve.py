@@ -204,3 +204,12 @@ def test_bad_input_is_one_line_exit_2(tiny_config, capsys, args, words):  # noqa
     code, stdout, err = run_main(capsys, "measure", "serve", "--model", tiny_config, "--no-record", *args)
     assert code == 2
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_calibration_steps_are_timed_per_shape():
+    from llmbench.measure.serve import StepRunner, static_step_blocks, time_static_steps
+
+    shapes = [(3, 10, 0, 0), (0, 0, 12, 2), (2, 5, 7, 1)]
+    n = max(static_step_blocks(b, c, p, 4, k) for b, c, p, k in shapes)
+    times = time_static_steps(StepRunner(build_model(MODELS["gpt"]()).eval(), n, 4), shapes, repeats=2)
+    assert len(times) == 3 and all(t > 0 for t in times)
