@@ -16,6 +16,8 @@
 #                                      GPT-2 XL MFU >= 50%, 2.7B >= 45% on H100/H200)
 #   sparsity_2to4.json  2:4 semi-structured GEMMs against dense (GPT-2 XL layer shapes)
 #   infer_*.json        BERT-large latency against batch; GPT-2 XL prefill and decode
+#   serve_*.json        serving at 3 rates: measure serve (the runtime) and serve (the simulator)
+#                       side by side; vLLM's benchmark too when it imports (UNTESTED; see the end)
 # Every step has its own timeout, and a failing step does not stop the others.
 set -u
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -80,4 +82,63 @@ for name in ("train_gpt2xl_bf16.json",):
 PYEOF
 left=$(( BUDGET_S - ($(date +%s) - T0) ))
 BUDGET_S=$left bash scripts/gpu_checks_parallel.sh "$OUT_DIR"
+
+# ---- serving (issue 22): UNTESTED, written in a session without a GPU. Its own budget (SERVE_S,
+# default 240 s; SERVE_S=0 skips it). At 3 rates, the same trace (gpt2-small, 200 requests, prompts
+# 256, outputs 64, max-num-seqs 64): llmbench's own runtime on the GPU (measure serve), the
+# simulator on this GPU's catalog entry (serve), and, if `vllm` imports and VLLM_MODEL names a
+# local model directory (the device has no network; weights are random: --load-format dummy),
+# vLLM's server measured by its own benchmark (vllm bench serve). serve_*.json in OUT_DIR.
+SERVE_S="${SERVE_S:-240}"
+S0=$(date +%s)
+serve_left() { echo $(( SERVE_S - ($(date +%s) - S0) )); }
+RATES="${SERVE_RATES:-4 16 64}"
+LOAD="--requests 200 --prompt-len 256 --output-len 64 --max-num-seqs 64 --json"
+HW=$($PY -c "import torch; from llmbench.point import hardware_for_device as h; print(h('cuda', torch.cuda.get_device_name(0)))" 2>/dev/null)
+if [ "$SERVE_S" -gt 0 ]; then
+  for R in $RATES; do
+    [ "$(serve_left)" -lt 30 ] && { echo "serving rate $R: skipped (SERVE_S spent)"; continue; }
+    timeout 60 $M serve --model gpt2-small --device cuda --rate $R $LOAD --no-record > "$OUT_DIR/serve_runtime_rate$R.json" 2> "$OUT_DIR/serve_runtime_rate$R.err"
+    timeout 30 $PY -m llmbench serve --model gpt2-small --hardware "$HW" --engine vllm --policy continuous --rate $R $LOAD > "$OUT_DIR/serve_sim_rate$R.json" 2> "$OUT_DIR/serve_sim_rate$R.err"
+  done
+  if $PY -c "import vllm" 2>/dev/null && [ -n "${VLLM_MODEL:-}" ]; then
+    $PY -m vllm.entrypoints.openai.api_server --model "$VLLM_MODEL" --load-format dummy --port 8011 \
+        --max-num-seqs 64 --disable-log-requests > "$OUT_DIR/serve_vllm_server.log" 2>&1 &
+    VPID=$!
+    for _ in $(seq 60); do curl -sf http://127.0.0.1:8011/health > /dev/null && break; sleep 2; done
+    for R in $RATES; do
+      [ "$(serve_left)" -lt 20 ] && break
+      timeout "$(serve_left)" vllm bench serve --backend vllm --model "$VLLM_MODEL" --base-url http://127.0.0.1:8011 \
+          --dataset-name random --random-input-len 256 --random-output-len 64 --num-prompts 200 \
+          --request-rate $R --ignore-eos --save-result --result-dir "$OUT_DIR" \
+          --result-filename "serve_vllm_rate$R.json" > "$OUT_DIR/serve_vllm_rate$R.log" 2>&1
+      timeout 30 $PY -m llmbench serve --model "$VLLM_MODEL/config.json" --hardware "$HW" --engine vllm --rate $R \
+          $LOAD > "$OUT_DIR/serve_sim_vllm_rate$R.json" 2>> "$OUT_DIR/serve_sim_rate$R.err"
+    done
+    kill "$VPID" 2>/dev/null
+  else
+    echo "serving: vLLM part skipped (vllm does not import, or VLLM_MODEL is not set)"
+  fi
+  $PY - "$OUT_DIR" $RATES <<'PYEOF'
+import json, sys, pathlib
+out, rates = pathlib.Path(sys.argv[1]), sys.argv[2:]
+KEYS = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "request_throughput", "output_throughput")
+def load(name):
+    try:
+        return json.loads((out / name).read_text())
+    except Exception:
+        return None
+for real, sim, what in (("serve_runtime_rate{}.json", "serve_sim_rate{}.json", "llmbench runtime"),
+                        ("serve_vllm_rate{}.json", "serve_sim_vllm_rate{}.json", "vLLM")):
+    for r in rates:
+        m, p = load(real.format(r)), load(sim.format(r))
+        if m is None or p is None:
+            continue
+        print(f"serving rate {r}/s, {what} vs simulator:")
+        for k in KEYS:
+            a, b = m.get(k), p.get(k)
+            ratio = f"{b / a:.2f}" if a and b is not None else "-"
+            print(f"  {k:<20} measured {a!s:>10.10}  predicted {b!s:>10.10}  sim/measured {ratio}")
+PYEOF
+fi
 echo "total $(( $(date +%s) - T0 ))s; results in $OUT_DIR"

@@ -113,11 +113,33 @@ def stubs(monkeypatch, tmp_path):
     monkeypatch.setattr(rep, "reproduce", lambda **k: {"report": "x"})
     monkeypatch.setattr(html, "report", lambda *a, **k: {"report": "x"})
     try:
+        import llmbench.measure.serve as mserve
+        monkeypatch.setattr(mserve, "measure_serve", _fake_serve)
+    except ImportError:  # no torch
+        pass
+    try:
         import llmbench.streaming.run as srun
         monkeypatch.setattr(srun, "run_train", lambda cfg: {"rank": 1})
         monkeypatch.setattr(srun, "run_compare", lambda cfg: {"ratio": 1.0})
     except ImportError:  # no torch
         pass
+
+
+def _fake_serve(spec, trace, cfg, **kw):
+    """measure serve's runtime: the real checks of model and requests, then no replay (every
+    request done 0.1 s after it arrives, in one token)."""
+    import llmbench.measure.serve as mserve
+
+    reqs = mserve.requests_of(trace)
+    mserve.check_servable(spec)
+    mserve.check_requests(spec, cfg, reqs)
+    recs = tuple(mserve.RequestRecord(request_id=i, arrival_s=r.arrival_s, first_token_s=r.arrival_s + 0.1,
+                                      finish_s=r.arrival_s + 0.1, prompt_tokens=r.prompt_tokens, output_tokens=1,
+                                      token_times_s=(r.arrival_s + 0.1,), preemptions=0, tokens=(0,))
+                 for i, r in enumerate(reqs))
+    return mserve.Replay(records=recs, kv_blocks=1, free_blocks_at_end=1, preemptions=0, steps=1, duration_s=1.0,
+                         kv_cache_utilization=0.0), {"device": "cpu", "device_type": "cpu", "hardware": "cpu",
+                                                               "precision": "fp32"}
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""`llmbench measure ceilings|block|train|infer|genslm` (docs/measure.md).
+"""`llmbench measure ceilings|block|train|infer|genslm|serve` (docs/measure.md, docs/serve.md).
 
     llmbench measure ceilings --json
     llmbench measure block --model gpt2-xl --batch 1 --seq 1024
@@ -6,6 +6,7 @@
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --batch 8 --baseline
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --layout fsdp --recompute full
     torchrun --nproc-per-node 2 -m llmbench measure train --model gpt2-small --n-layers 2 --seq 64 --layout auto
+    llmbench measure serve --model gpt2-small --n-layers 2 --rate 4 --requests 200 --json
 
 `--batch` is the global batch (all processes, all micro-steps), as everywhere in llmbench;
 `--micro-batch` the sequences one process runs per micro-step. No torch at import time. Each
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 import os
 
-from llmbench._cliutil import (add_db, add_fields, add_json, emit_json, int_in, table,
-                               values)
+from llmbench._cliutil import (add_db, add_device, add_fields, add_json, emit_json,
+                               int_in, table, values)
 from llmbench.layouts import capability
 from llmbench.measure.options import RunOptions
 from llmbench.point import Workload
@@ -62,7 +63,7 @@ LAYOUTS = {"ddp": lambda world: {"tp": 1, "zero": 0}, "zero1": lambda world: {"t
 
 
 def register(cli) -> None:
-    g = cli.group("measure", "Measure on the hardware at hand (PyTorch): ceilings, block, train, infer, genslm.")
+    g = cli.group("measure", "Measure on the hardware at hand (PyTorch): ceilings, block, train, infer, genslm, serve.")
     for suite, (wf, rf, defaults, _) in COMMANDS.items():
         p = g.command(suite, globals()[f"{suite}_cmd"])
         add_fields(p, Workload, wf, defaults=defaults, many=("batch",),
@@ -88,6 +89,117 @@ def register(cli) -> None:
                      "precision": "only this precision (default: every one the device has)"})
     add_fields(p, RunOptions, CEILINGS_RUN)
     _outputs(p)
+    _register_serve(g)
+
+
+SERVE_ENGINE = ("max_num_seqs", "max_batched_tokens", "chunked_prefill", "block_tokens", "kv_blocks")
+SERVE_SHOWN = ("completed", "duration", "request_throughput", "output_throughput", "mean_ttft_ms",
+               "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+               "median_itl_ms", "p99_itl_ms", "median_e2el_ms", "p99_e2el_ms", "request_goodput",
+               "kv_cache_utilization", "preemptions")
+
+
+def _register_serve(g) -> None:
+    """`measure serve`: the real continuous-batching runtime (measure/serve.py); what arrives and
+    the SLOs take `llmbench serve`'s options (serve/cli.py), with defaults sized for a CPU."""
+    from llmbench.measure.serve_config import EngineConfig
+    from llmbench.serve.cli import add_load_options, add_slo_options
+
+    p = g.command("serve", serve_cmd)
+    add_fields(p, Workload, ("model",), defaults={"model": "gpt2-small"})
+    p.add_argument("--n-layers", type=int_in(1, name="n-layers"),
+                   help="fewer layers than the preset (a shrunk model; recorded as resize)")
+    add_load_options(p)
+    p.set_defaults(**SERVE_LOAD_DEFAULTS)
+    add_fields(p, EngineConfig, SERVE_ENGINE)
+    add_slo_options(p)
+    add_device(p)
+    p.add_argument("--threads", type=int_in(1, 1024, name="threads"),
+                   help="torch CPU threads (default torch's; 1 is steadier on a shared CPU)")
+    p.add_argument("--out", help="per-request records as CSV (a rate sweep: -rateR before the suffix)")
+    _outputs(p)
+
+
+#: measure serve replays in real time: fewer and shorter requests than the simulator's defaults
+SERVE_LOAD_DEFAULTS = {"requests": 200, "prompt_len": "128", "output_len": "32"}
+MAX_RUNTIME_REQUESTS = 100_000
+
+
+def serve_cmd(a) -> None:
+    """Replay requests on a real continuous-batching engine (PyTorch, paged KV, greedy) on the
+    device at hand: TTFT, TPOT, ITL and E2E percentiles and throughput in vLLM benchmark_serving's
+    keys (defaults: 200 requests, prompts of 128 tokens, 32 out)."""
+    from llmbench.errors import BadInput
+    from llmbench.measure.serve_config import EngineConfig
+    from llmbench.models import get_model
+    from llmbench.models.spec import resize
+    from llmbench.serve.cli import loads_of, slo_of
+    from llmbench.serve.run import make_trace
+
+    cfg = EngineConfig(**values(a, SERVE_ENGINE))
+    spec = get_model(a.model)
+    spec = resize(spec, n_layers=a.n_layers) if a.n_layers else spec
+    slo, loads = slo_of(a), loads_of(a)
+    traces = [make_trace(load) for load in loads]
+    if max(len(t) for t in traces) > MAX_RUNTIME_REQUESTS:
+        raise BadInput(f"measure serve replays in real time: at most {MAX_RUNTIME_REQUESTS:,} requests "
+                       "(keep fewer with --requests K)")
+    if not a.no_record:
+        from llmbench.results.safe import check_writable
+        check_writable(a.db)
+    results = [_serve_one(a, spec, cfg, load, trace, slo, many=len(loads) > 1) for load, trace in zip(loads, traces)]
+    if a.json:
+        return emit_json(results[0] if len(results) == 1 else results)
+    for r in results:
+        rows = [(label(k), _fmt_serve(k, r[k])) for k in SERVE_SHOWN if r.get(k) is not None]
+        table(f"measure serve: {spec.name} ({spec.n_layers} layers) on {r['info']['device']} "
+              f"{r['info']['precision']}, {r['trace']['requests']} requests ({r['point']['trace']})",
+              ("metric", "value"), rows, right=("value",))
+
+
+def _serve_one(a, spec, cfg, load, trace, slo, many: bool) -> dict:
+    from llmbench.measure.serve import measure_serve  # torch, only now
+    from llmbench.serve.metrics import summarize, write_records_csv
+
+    replay, info = measure_serve(spec, trace, cfg, device=a.device, seed=a.seed,
+                                 max_concurrency=load.max_concurrency, threads=a.threads)
+    records = replay.to_records()
+    summary = summarize(records, slo=slo, kv_cache_utilization=replay.kv_cache_utilization,
+                        preemptions=replay.preemptions)
+    if a.out:
+        write_records_csv(records, _out_path(a.out, load.rate_per_s) if many else a.out)
+    return _serve_result(a, spec, trace, load, cfg, summary, info, records)
+
+
+def _out_path(path: str, rate: float) -> str:
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}-rate{rate:g}.{suffix}" if dot else f"{path}-rate{rate:g}"
+
+
+def _fmt_serve(name: str, x) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def _serve_result(a, spec, trace, load, cfg, summary: dict, info: dict, records) -> dict:
+    """The JSON result (summary keys as `llmbench serve` gives them, at the top level) and its
+    row in the results DB: the point names model, layers, trace, load and engine knobs."""
+    point = {"suite": "serve", "model": a.model, "resize": {"n_layers": spec.n_layers} if a.n_layers else {},
+             "hardware": info["hardware"],
+             "precision": info["precision"], "trace": trace.source, "requests": len(trace),
+             "request_rate": None if a.trace else load.rate_per_s, "burstiness": load.burstiness,
+             "max_concurrency": load.max_concurrency, "engine": "llmbench-runtime", **cfg.to_dict()}
+    out = {"point": point, **summary, "info": info, "trace": trace.describe()}
+    if not a.no_record:
+        per_request = {k: getattr(records, k).tolist() for k in
+                       ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
+        out["key"] = record_point(point, summary, {"info": info, "requests": per_request}, a.db)
+    return out
+
+
+def record_point(point: dict, metrics: dict, environment: dict, db) -> str:
+    from llmbench.results.safe import record_or_save
+
+    return record_or_save(db, point, source="measured", status="ok", metrics=metrics, environment=environment)
 
 
 def _outputs(p) -> None:

@@ -62,6 +62,8 @@ class Attention(nn.Module):
         v = v.view(B, T, hk, hd).transpose(1, 2)  # (B, hk, T, hd)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
+        if getattr(cache, "ragged", False):  # a serving step (measure/serve.py): per-token positions,
+            return self.proj(cache.attend(q, k, v, self))  # paged KV, sequences of different lengths
         start = cache.pos if cache is not None else 0
         if self.n_rot:
             positions = torch.arange(start, start + T, device=x.device)
@@ -138,13 +140,19 @@ class Embedding(nn.Module):
         self.wtt = nn.Embedding(spec.n_token_types, spec.d_model) if spec.n_token_types else None
         self.ln = make_norm(spec) if spec.embedding_norm else None
 
-    def forward(self, idx, token_type_ids=None, start: int = 0):
+    def forward(self, idx, token_type_ids=None, start: int | torch.Tensor = 0):
+        """start: the first token's position, or a (T,) tensor of each token's position (a serving
+        step's sequences flattened into one row, measure/serve.py; it checks the lengths)."""
         x = self.wte(idx)  # (B, T, C)
         if self.wpe is not None:
             T = idx.shape[1]
-            if start + T > self.wpe.num_embeddings:
+            if isinstance(start, torch.Tensor):
+                positions = start
+            elif start + T > self.wpe.num_embeddings:
                 raise ValueError(f"sequence of {start + T} tokens exceeds max_seq_len {self.wpe.num_embeddings}")
-            x = x + self.wpe(torch.arange(start, start + T, device=idx.device))
+            else:
+                positions = torch.arange(start, start + T, device=idx.device)
+            x = x + self.wpe(positions)
         if self.wtt is not None:
             tt = token_type_ids if token_type_ids is not None else torch.zeros_like(idx)
             x = x + self.wtt(tt)
@@ -198,7 +206,8 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(spec, i) for i in range(spec.n_layers))
         self.head_module = Head(spec, self.embedding.wte)
 
-    def embed(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None, start: int = 0):
+    def embed(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+              start: int | torch.Tensor = 0):
         return self.embedding(idx, token_type_ids, start)
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
