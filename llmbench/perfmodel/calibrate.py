@@ -272,20 +272,15 @@ def write_residuals(path: Path, points, loso: dict, make_folder: bool = False) -
 
 
 def write_frameworks(path: Path, lin, fitted: dict, make_folder: bool = False) -> str:
-    """Write the fit's framework terms ({framework: {param: log factor}}, --framework) with the
-    rows and sources each was fitted on."""
+    """Write the fit's framework terms ({framework: {param: log factor}}, read by --framework's
+    frameworks.shipped_terms); no per-framework term is fitted today (frameworks.py says why), so
+    the file holds {} and says so."""
     from .pooled import FRAMEWORK_KEY
 
-    rows: dict = {}
-    for fw, src in zip(lin.frameworks, lin.sources):
-        if fw:
-            rows.setdefault(fw, {}).setdefault(src, 0)
-            rows[fw][src] += 1
     _write_json(Path(path), {"source": SHIPPED_SOURCE, "term": "log factor on each efficiency parameter of "
                              "a hardware's profile for rows of that framework (pooled.py)",
                              "frameworks": fitted.get(FRAMEWORK_KEY, {}),
-                             "rows": {fw: sum(v.values()) for fw, v in rows.items()},
-                             "sources": {fw: sorted(v) for fw, v in rows.items()}}, make_folder)
+                             "note": "no per-framework term is fitted (perfmodel/frameworks.py)"}, make_folder)
     return str(path)
 
 
