@@ -190,7 +190,7 @@ def test_predict_start_up_parses_one_hardware_and_one_model_file():
     code = ("import sys, io, contextlib; from llmbench.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    main('predict train --model gpt2-xl --hardware h100-sxm --batch 64 --seq 1024'.split())\n"
-            "hw, pr = sys.modules['llmbench.hardware.spec'], sys.modules['llmbench.models.presets']\n"
+            "hw, pr = sys.modules['llmbench.hardware.lookup'], sys.modules['llmbench.models.presets']\n"
             "print(hw._shipped.cache_info().currsize, pr.presets.cache_info().currsize, "
             "[m for m in ('numpy', 'rich', 'sqlite3', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -59,7 +59,11 @@ def test_report_of_a_user_db_shows_exactly_its_rows(tmp_path, cli):
     i = html.index('id="t-mine"')
     mine = html[i:html.index("</section>", i)]
     assert mine.count("<tr>") == 1 + 3  # header + the three rows, nothing predicted for the report
-    for text in ("gpt2-xl", "llama-3.1-8b", "gpt2-small", "measured", "predicted", "90,1", "900"):
+    from llmbench.report.tables import fmt
+
+    with ResultsDB(tmp_path / "mine.db", readonly=True) as db:
+        values = [fmt(r["metrics"]["tokens_per_s"]) for r in db.query()]  # each row's own value, as drawn
+    for text in ("gpt2-xl", "llama-3.1-8b", "gpt2-small", "measured", "predicted", "900", *values):
         assert text in mine, text
     assert 'id="t-fidelity"' not in html and "not measured / not available" not in html and "No data" not in html
     assert len(re.findall(r'<img src="img/', html)) == 1

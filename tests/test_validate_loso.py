@@ -112,7 +112,7 @@ def test_calibrate_from_an_odd_db_path(tmp_path, monkeypatch):
         w = Workload(model="gpt2-small", hardware="h100-sxm", batch=b, seq_len=1024, devices=1, precision="bf16")
         db.record(w, source="measured", metrics={"samples_per_s": 50.0 * b})
     pts, skipped = cal.read_points("a?b.db", "h100-sxm")
-    assert len(pts) == 3 and skipped == 0 and (tmp_path / "a?b.db").exists()
+    assert len(pts) == 3 and skipped == [] and (tmp_path / "a?b.db").exists()
 
 
 def test_unfused_attention_costs_small_models_more_than_large():

@@ -127,7 +127,7 @@ def row_workload(row: dict) -> Workload:
     if "prompt_len" in a:
         r["seq_len"] = a["prompt_len"]
     r.update({k: str(r[k]) for k in _INT_COLS if r.get(k) not in (None, "")})
-    w = Workload.from_row(r)
+    w = _ran_its_length(Workload.from_row(r))
     if w.micro_batch is not None and w.grad_accum is not None:  # both stated: the batch says the rest
         w = w.with_(grad_accum=None)
     if row["metric"] not in RATIO_METRICS:
@@ -138,6 +138,18 @@ def row_workload(row: dict) -> Workload:
     if w.layout.pp > 1 and w.grad_accum is None and w.micro_batch is None:
         return w.with_(micro_batch=1)
     return w if w.micro_batch is not None else w.with_(grad_accum=w.grad_accum or 1)
+
+
+def _ran_its_length(w: Workload) -> Workload:
+    """A rotary model run past its config's positions by the source (TensorRT-LLM's GPT-J at 2,048
+    + 2,048 tokens on 2,048 positions): the run happened, so its workload states the stretch
+    (rope_scaling = the ratio, rounded up) instead of being refused by Workload.spec's rule."""
+    from llmbench.models import get_model
+
+    spec, need = get_model(w.model), w.seq_len + (w.gen_len or 0)
+    if spec.position != "learned" and w.rope_scaling is None and need > spec.max_seq_len:
+        return w.with_(rope_scaling=float(math.ceil(need / spec.max_seq_len)))
+    return w
 
 
 def row_spec(w: Workload):
