@@ -42,7 +42,7 @@ import json
 import logging
 import math
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +83,7 @@ class Case:
     micro_batch: int
     offload: str
     per_token_s: float      # training: metric value per token/s (llmbench's FLOP count)
+    recompute_open: bool = False  # the row leaves recomputation open (the peer may choose it)
     approx: tuple[str, ...] = field(default=())   # what a peer cannot represent exactly (Calculon)
 
 
@@ -106,9 +107,16 @@ def expressible(row: dict, peer: str) -> str:
         return "MoE"
     if not spec.causal:
         return "encoder"
-    if peer == "calculon" and case_of(row).zero >= 2:
+    if peer == "calculon" and row["task"] == "train" and _zero(row) >= 2:
         return "Calculon shards no weights or gradients (ZeRO-2/3, FSDP)"
     return ""
+
+
+def _zero(row: dict) -> int:
+    try:
+        return case_of(row).zero
+    except ValueError:  # no layout from llmbench's planner either: the row's stated ZeRO stage
+        return int(row["zero"] or 0)
 
 
 def case_of(row: dict) -> Case:
@@ -132,7 +140,8 @@ def case_of(row: dict) -> Case:
     value = r.executed_tflops if row["id"].startswith("megatron-t1") else getattr(r, row["metric"])
     return Case(kind="training", batch=p.batch, gen_len=0, devices=p.devices, tp=lay.tp, pp=lay.pp,
                 zero=lay.zero or 0, recompute=lay.recompute or "none", micro_batch=micro,
-                offload=lay.offload or "none", per_token_s=value / r.tokens_per_s, **common)
+                offload=lay.offload or "none", per_token_s=value / r.tokens_per_s,
+                recompute_open=w.layout.recompute is None, **common)
 
 
 # ---------------------------------------------------------------- llm-analysis
@@ -315,10 +324,27 @@ def available(calculon_dir: str | None) -> dict[str, str]:
     return out
 
 
-def peer_value(peer: str, c: Case, calculon_dir: str | None) -> float:
-    if peer == "llm-analysis":
-        return llm_analysis_value(c)
-    return calculon_value(c, Path(calculon_dir).resolve())
+#: recomputation tried, fastest first, when a row leaves it open and the peer refuses llmbench's choice
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def peer_value(peer: str, c: Case, calculon_dir: str | None) -> tuple[float, str]:
+    """(the peer's value of the row's metric, a note). A recomputation the row leaves open: the
+    planner's choice first; if the peer's own memory check refuses it, the fastest of none,
+    selective, full that it admits (what its own search would pick; a row's stated setting is kept)."""
+    def one(x: Case) -> float:
+        return llm_analysis_value(x) if peer == "llm-analysis" else calculon_value(x, Path(calculon_dir).resolve())
+
+    tries = [c.recompute] + [r for r in RECOMPUTE_ORDER if c.recompute_open and r != c.recompute]
+    first = None
+    for rc in tries:
+        try:
+            v = one(replace(c, recompute=rc))
+        except PeerRefused as e:
+            first = first or e
+            continue
+        return v, "" if rc == c.recompute else f"recompute {rc} (open in the row; {c.recompute} refused)"
+    raise first
 
 
 def compare(loso_rows: list[dict], peers: dict[str, str], calculon_dir: str | None, only=None) -> list[dict]:
@@ -337,18 +363,22 @@ def compare(loso_rows: list[dict], peers: dict[str, str], calculon_dir: str | No
 
 def _record(row: dict, peer: str, ours: dict, calculon_dir: str | None) -> dict:
     lo, hi = V.parse_value(row["value"])
-    c = case_of(row)
     try:
-        v, refused = peer_value(peer, c, calculon_dir), ""
+        c = case_of(row)
+        (v, note), refused = peer_value(peer, c, calculon_dir), ""
     except PeerRefused as e:
-        v, refused = None, str(e)
+        v, note, refused = None, "", str(e)
+    except ValueError as e:  # llmbench's planner finds no layout to give the peer (validate: unpredicted)
+        c, v, note, refused = None, None, "", f"no layout to give the peer: {str(e)[:80]}"
     pred = ours.get("loso_predicted")
-    return {"id": row["id"], "peer": peer, "kind": c.kind, "hardware": c.hardware, "metric": c.metric,
+    kind = "serving" if row["task"] == "infer" else "training"
+    return {"id": row["id"], "source": row["source"], "peer": peer, "kind": kind, "hardware": row["system"], "metric": row["metric"],
             "published": row["value"], "llmbench_loso": pred,
             "llmbench_error": V.error(pred, lo, hi) if pred is not None and math.isfinite(pred) else None,
+            "llmbench_in_sample_error": ours.get("in_sample_error"),
             "peer_value": v, "peer_error": V.error(v, lo, hi) if v is not None and math.isfinite(v) else None,
-            "refused": refused, "approx": list(c.approx) if peer == "calculon" else [],
-            "case": asdict(c)}
+            "refused": refused, "note": note, "approx": list(c.approx) if c and peer == "calculon" else [],
+            "case": asdict(c) if c else None}
 
 
 def table(records: list[dict]) -> list[dict]:
@@ -364,6 +394,17 @@ def table(records: list[dict]) -> list[dict]:
             if peer == "calculon" and any(r["approx"] for r in rs):
                 groups.append(_group("calculon (exact arch.)", kind, [r for r in rs if not r["approx"]]))
     return groups
+
+
+def by_source(records: list[dict]) -> list[dict]:
+    """The same figures per peer, kind and source: where llmbench is ahead and where it is not."""
+    out = []
+    for peer in PEERS:
+        for kind in ("training", "serving"):
+            rs = [r for r in records if r["peer"] == peer and r["kind"] == kind]
+            for src in sorted({r["source"] for r in rs}):
+                out.append({**_group(peer, kind, [r for r in rs if r["source"] == src]), "source": src})
+    return out
 
 
 def _group(peer: str, kind: str, rs: list[dict]) -> dict:
@@ -391,6 +432,15 @@ def print_table(groups: list[dict]) -> None:
               f"{g['llmbench_better_rows']:>5}/{g['compared']:<5}")
 
 
+def print_sources(groups: list[dict]) -> None:
+    print(f"\n{'peer':<13} {'kind':<9} {'source':<48} {'compared':>8} {'peer':>7} {'llmbench':>8}  ahead")
+    for g in groups:
+        if g["compared"]:
+            print(f"{g['peer']:<13} {g['kind']:<9} {g['source'][:48]:<48} {g['compared']:>8} "
+                  f"{_pct(g['peer_median_abs_error']):>7} {_pct(g['llmbench_loso_median_abs_error']):>8}  "
+                  f"{'yes' if g['llmbench_ahead'] else 'NO'}")
+
+
 def print_rows(records: list[dict]) -> None:
     print(f"\n{'row':<44} {'peer':<12} {'published':>12} {'llmbench':>12} {'err':>7} {'peer':>12} {'err':>7}")
     for r in records:
@@ -399,6 +449,7 @@ def print_rows(records: list[dict]) -> None:
         lv = "-" if r["llmbench_loso"] is None else f"{r['llmbench_loso']:,.4g}"
         le = "" if r["llmbench_error"] is None else f"{r['llmbench_error']:+.1%}"
         tag = " approx:" + "+".join(r["approx"]) if r["approx"] else ""
+        tag += f" [{r['refused'] or r['note']}]" if r["refused"] or r["note"] else ""
         print(f"{r['id'][:44]:<44} {r['peer']:<12} {r['published']:>12} {lv:>12} {le:>7} {pv:>12} {pe:>7}{tag}")
 
 
@@ -425,10 +476,10 @@ def main(argv=None) -> int:
         return 2
     res = V.run()
     records = compare(res["rows"], peers, a.calculon)
-    groups = table(records)
+    groups, sources = table(records), by_source(records)
     if a.json:
         print(json.dumps({"settings": SETTINGS, "skipped": {k: v for k, v in peers.items() if v},
-                          "table": groups, "rows": records}, indent=1))
+                          "table": groups, "by_source": sources, "rows": records}, indent=1))
         return 0
     for peer, s in SETTINGS.items():
         if not peers[peer]:
@@ -436,6 +487,7 @@ def main(argv=None) -> int:
     print(f"llmbench: leave-one-source-out prediction of each row (validate.run(); overall median "
           f"{res['leave_one_source_out']['median_abs_error']:.1%} on {res['leave_one_source_out']['rows']} rows)\n")
     print_table(groups)
+    print_sources(sources)
     if a.rows:
         print_rows(records)
     return 0

@@ -79,7 +79,7 @@ def test_rows_out_of_reach_are_not_expressible(P):
 def test_stub_peer_records_and_table(P, monkeypatch):
     ids = {"megatron-t1-145.6b", "llmf-h100-sxm-mpt-7b-s2048-g8", "trtllm-h100-sxm-llama-3.1-8b-tp1-128-128"}
     pub = {i: float(row(i)["value"]) for i in ids}
-    monkeypatch.setattr(P, "peer_value", lambda peer, c, d: pub[c.row_id] * (1.1 if peer == "llm-analysis" else 0.4))
+    monkeypatch.setattr(P, "peer_value", lambda peer, c, d: (pub[c.row_id] * (1.1 if peer == "llm-analysis" else 0.4), ""))
     loso = [{"id": i, "loso_predicted": pub[i] * 0.95} for i in ids]
     recs = P.compare(loso, {"llm-analysis": "", "calculon": ""}, None, only=ids)
     # Calculon: the MPT row is FSDP (ZeRO-3) and the serving row is out of its reach
