@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import io
 import json
 import logging
@@ -100,14 +101,14 @@ def expressible(row: dict, peer: str) -> str:
     gpus = LLA_GPUS if peer == "llm-analysis" else CALCULON_SYSTEMS
     if hw not in gpus:
         return f"no shipped {peer} config for {hw}"
-    if peer == "calculon" and task != "train":
+    if peer.startswith("calculon") and task != "train":
         return "Calculon models training only"
     spec = V.row_spec(V.row_workload(row))
     if spec.n_experts:
         return "MoE"
     if not spec.causal:
         return "encoder"
-    if peer == "calculon" and row["task"] == "train" and _zero(row) >= 2:
+    if peer.startswith("calculon") and row["task"] == "train" and _zero(row) >= 2:
         return "Calculon shards no weights or gradients (ZeRO-2/3, FSDP)"
     return ""
 
@@ -286,27 +287,71 @@ def load_calculon(root: Path):
     return llm.Llm, sys.modules["calculon.system"].System
 
 
-def calculon_value(c: Case, root: Path) -> float:
+def _calculon_time(c: Case, root: Path, exe: dict) -> float:
+    """Calculon's step time (s) of one execution of the row's model on its shipped system file."""
     Llm, System = load_calculon(root)
-
     sysj = json.loads((root / "systems" / CALCULON_SYSTEMS[c.hardware]).read_text())
     model = Llm(Llm.Application(calculon_app(c)), logging.getLogger("calculon"))
     try:
-        model.compile(System(sysj), Llm.Execution.from_json(calculon_exe(c)))
+        model.compile(System(sysj), Llm.Execution.from_json(exe))
         model.run(System(sysj))
     except (Llm.Error, AssertionError) as e:
         raise PeerRefused(f"Calculon: {str(e)[:100] or type(e).__name__}")
-    return c.batch * c.seq_len / model.get_total_time() * c.per_token_s
+    return model.get_total_time()
+
+
+def calculon_value(c: Case, root: Path) -> float:
+    return c.batch * c.seq_len / _calculon_time(c, root, calculon_exe(c)) * c.per_token_s
+
+
+def calculon_grid(c: Case, root: Path) -> list[dict]:
+    """The executions Calculon's own search (llm/optimal_execution.py) tries at the row's TP, PP, DP,
+    batch and micro-batch: recomputation when the row leaves it open, optimizer sharding, TP
+    communication and overlap, DP overlap, all-gather redo, pipeline interleaving (offloads off:
+    no row offloads; networks as calculon_exe)."""
+    Llm, _ = load_calculon(root)
+    base = calculon_exe(c)
+    tp, dp = c.tp, base["data_par"]
+    out = []
+    for rc, shard, comm, tpo, dpo, inter in itertools.product(
+            ("none", "attn_only", "full") if c.recompute_open else (base["activation_recompute"],),
+            (True, False) if dp > 1 else (False,), ("ar", "p2p_rs_ag", "rs_ag") if tp > 1 else ("rs_ag",),
+            ("none", "ring", "pipe") if tp > 1 else ("none",), (True, False) if dp > 1 else (False,),
+            tuple(Llm.get_valid_pipeline_interleavings(calculon_app(c)["num_blocks"], c.pp))):
+        for redo in ((True, False) if Llm.can_redo_ag(comm, rc) else (False,)):
+            out.append({**base, "activation_recompute": rc, "optimizer_sharding": shard,
+                        "tensor_par_comm_type": comm, "tensor_par_overlap": tpo, "data_par_overlap": dpo,
+                        "pipeline_interleaving": inter, "seq_par_ag_redo": redo})
+    return out
+
+
+def calculon_search_value(c: Case, root: Path) -> tuple[float, str]:
+    """The fastest execution of calculon_grid that Calculon admits (its optimal-execution rule)."""
+    best = None
+    for exe in calculon_grid(c, root):
+        try:
+            t = _calculon_time(c, root, exe)
+        except PeerRefused:
+            continue
+        if best is None or t < best[0]:
+            best = (t, exe)
+    if best is None:
+        raise PeerRefused("Calculon: no execution of its search fits")
+    e = best[1]
+    return (c.batch * c.seq_len / best[0] * c.per_token_s,
+            f"search: recompute {e['activation_recompute']}, tp comm {e['tensor_par_comm_type']}/"
+            f"{e['tensor_par_overlap']}, dp overlap {e['data_par_overlap']}, interleave {e['pipeline_interleaving']}")
 
 
 # ---------------------------------------------------------------- the run
 
 
-PEERS = ("llm-analysis", "calculon")
+PEERS = ("llm-analysis", "calculon", "calculon-search")
 
 
-def available(calculon_dir: str | None) -> dict[str, str]:
-    """peer -> '' when it can run here, else the line saying why it is skipped."""
+def available(calculon_dir: str | None, search: bool = False) -> dict[str, str]:
+    """peer -> '' when it can run here, else the line saying why it is skipped (calculon-search:
+    only when asked for)."""
     out = {}
     try:
         import llm_analysis.analysis  # noqa: F401 (imports fire, termcolor)
@@ -321,6 +366,8 @@ def available(calculon_dir: str | None) -> dict[str, str]:
                            "github:calculon-ai/calculon): skipped")
     else:
         out["calculon"] = ""
+    if search:
+        out["calculon-search"] = out["calculon"]
     return out
 
 
@@ -332,6 +379,9 @@ def peer_value(peer: str, c: Case, calculon_dir: str | None) -> tuple[float, str
     """(the peer's value of the row's metric, a note). A recomputation the row leaves open: the
     planner's choice first; if the peer's own memory check refuses it, the fastest of none,
     selective, full that it admits (what its own search would pick; a row's stated setting is kept)."""
+    if peer == "calculon-search":
+        return calculon_search_value(c, Path(calculon_dir).resolve())
+
     def one(x: Case) -> float:
         return llm_analysis_value(x) if peer == "llm-analysis" else calculon_value(x, Path(calculon_dir).resolve())
 
@@ -355,7 +405,7 @@ def compare(loso_rows: list[dict], peers: dict[str, str], calculon_dir: str | No
         if only and row["id"] not in only:
             continue
         for peer in PEERS:
-            if peers.get(peer) or expressible(row, peer):
+            if peer not in peers or peers[peer] or expressible(row, peer):
                 continue
             out.append(_record(row, peer, by_id.get(row["id"], {}), calculon_dir))
     return out
@@ -377,7 +427,7 @@ def _record(row: dict, peer: str, ours: dict, calculon_dir: str | None) -> dict:
             "llmbench_error": V.error(pred, lo, hi) if pred is not None and math.isfinite(pred) else None,
             "llmbench_in_sample_error": ours.get("in_sample_error"),
             "peer_value": v, "peer_error": V.error(v, lo, hi) if v is not None and math.isfinite(v) else None,
-            "refused": refused, "note": note, "approx": list(c.approx) if c and peer == "calculon" else [],
+            "refused": refused, "note": note, "approx": list(c.approx) if c and peer.startswith("calculon") else [],
             "case": asdict(c) if c else None}
 
 
@@ -391,8 +441,8 @@ def table(records: list[dict]) -> list[dict]:
             if not rs:
                 continue
             groups.append(_group(f"{peer}", kind, rs))
-            if peer == "calculon" and any(r["approx"] for r in rs):
-                groups.append(_group("calculon (exact arch.)", kind, [r for r in rs if not r["approx"]]))
+            if peer.startswith("calculon") and any(r["approx"] for r in rs):
+                groups.append(_group(f"{peer} (exact arch.)", kind, [r for r in rs if not r["approx"]]))
     return groups
 
 
@@ -459,16 +509,21 @@ SETTINGS = {
                     "w16a16e16 / w8a8e16 (fp8)",
     "calculon": f"shipped systems {sorted(set(CALCULON_SYSTEMS.values()))}, its example execution settings, "
                 "the row's layout (open knobs: llmbench's planned layout), training only",
+    "calculon-search": "as calculon, then the fastest execution Calculon admits over its own search's knobs "
+                       "(recompute when open, optimizer sharding, TP comm and overlap, DP overlap, AG redo, "
+                       "interleaving) at the row's TP/PP/DP and micro-batch",
 }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calculon", metavar="DIR", help="a checkout of github:calculon-ai/calculon")
+    ap.add_argument("--calculon-search", action="store_true",
+                    help="also Calculon's own execution search per row (minutes more)")
     ap.add_argument("--json", action="store_true", help="records and table as JSON")
     ap.add_argument("--rows", action="store_true", help="print every compared row too")
     a = ap.parse_args(argv)
-    peers = available(a.calculon)
+    peers = available(a.calculon, a.calculon_search)
     for line in filter(None, peers.values()):
         print(line, file=sys.stderr)
     if all(peers.values()):
@@ -482,7 +537,7 @@ def main(argv=None) -> int:
                           "table": groups, "by_source": sources, "rows": records}, indent=1))
         return 0
     for peer, s in SETTINGS.items():
-        if not peers[peer]:
+        if peers.get(peer) == "":
             print(f"{peer}: {s}")
     print(f"llmbench: leave-one-source-out prediction of each row (validate.run(); overall median "
           f"{res['leave_one_source_out']['median_abs_error']:.1%} on {res['leave_one_source_out']['rows']} rows)\n")

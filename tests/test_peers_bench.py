@@ -102,3 +102,12 @@ def test_llm_analysis_runs_one_row(P):
     r = row("megatron-t1-145.6b")
     v = P.llm_analysis_value(P.case_of(r))
     assert 50 < v < 312  # TFLOP/s per A100: a real step time at efficiency 0.5, under the fp16 peak
+
+
+def test_absent_peers_are_skipped_with_a_line(P, tmp_path):
+    got = P.available(str(tmp_path))  # an empty folder is no Calculon checkout
+    assert "skipped" in got["calculon"] and "calculon-search" not in got
+    assert "skipped" in P.available(None, search=True)["calculon-search"]
+    ids = {"megatron-t1-145.6b"}
+    recs = P.compare([], {"llm-analysis": "not installed: skipped", "calculon": got["calculon"]}, None, only=ids)
+    assert recs == []
