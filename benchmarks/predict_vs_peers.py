@@ -137,7 +137,7 @@ def case_of(row: dict) -> Case:
     lay = p.layout
     dp = p.devices // (lay.tp * lay.pp)
     micro = p.micro_batch or p.batch // (dp * (p.grad_accum or 1))
-    r = V._train(w, None, row["id"])
+    r = V._train(w, V.with_framework(row, w, None), row["id"])  # as validate.predict_row runs it
     value = r.executed_tflops if row["id"].startswith("megatron-t1") else getattr(r, row["metric"])
     return Case(kind="training", batch=p.batch, gen_len=0, devices=p.devices, tp=lay.tp, pp=lay.pp,
                 zero=lay.zero or 0, recompute=lay.recompute or "none", micro_batch=micro,
