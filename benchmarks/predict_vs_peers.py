@@ -311,13 +311,15 @@ def calculon_grid(c: Case, root: Path) -> list[dict]:
     no row offloads; networks as calculon_exe)."""
     Llm, _ = load_calculon(root)
     base = calculon_exe(c)
-    tp, dp = c.tp, base["data_par"]
+    tp, dp, blocks = c.tp, base["data_par"], calculon_app(c)["num_blocks"]
+    if blocks % c.pp:  # its own search's rule (Llm.get_all_pipeline_parallelisms)
+        raise PeerRefused(f"Calculon: {blocks} blocks do not divide into {c.pp} pipeline stages")
     out = []
     for rc, shard, comm, tpo, dpo, inter in itertools.product(
             ("none", "attn_only", "full") if c.recompute_open else (base["activation_recompute"],),
             (True, False) if dp > 1 else (False,), ("ar", "p2p_rs_ag", "rs_ag") if tp > 1 else ("rs_ag",),
             ("none", "ring", "pipe") if tp > 1 else ("none",), (True, False) if dp > 1 else (False,),
-            tuple(Llm.get_valid_pipeline_interleavings(calculon_app(c)["num_blocks"], c.pp))):
+            tuple(Llm.get_valid_pipeline_interleavings(blocks, c.pp))):
         for redo in ((True, False) if Llm.can_redo_ag(comm, rc) else (False,)):
             out.append({**base, "activation_recompute": rc, "optimizer_sharding": shard,
                         "tensor_par_comm_type": comm, "tensor_par_overlap": tpo, "data_par_overlap": dpo,
@@ -328,7 +330,7 @@ def calculon_grid(c: Case, root: Path) -> list[dict]:
 def calculon_search_value(c: Case, root: Path) -> tuple[float, str]:
     """The fastest execution of calculon_grid that Calculon admits (its optimal-execution rule)."""
     best = None
-    for exe in calculon_grid(c, root):
+    for exe in calculon_grid(c, root):  # raises PeerRefused when the row's PP is outside it
         try:
             t = _calculon_time(c, root, exe)
         except PeerRefused:
