@@ -475,26 +475,26 @@ def _pct(x) -> str:
 
 
 def print_table(groups: list[dict]) -> None:
-    print(f"{'peer':<24} {'kind':<9} {'rows':>4} {'refused':>7} {'compared':>8} {'peer med|err|':>13} "
+    print(f"{'peer':<29} {'kind':<9} {'rows':>4} {'refused':>7} {'compared':>8} {'peer med|err|':>13} "
           f"{'llmbench LOSO':>13} {'>50% peer':>9} {'>50% ours':>9} {'ours closer':>11}")
     for g in groups:
-        print(f"{g['peer']:<24} {g['kind']:<9} {g['expressible']:>4} {g['refused']:>7} {g['compared']:>8} "
+        print(f"{g['peer']:<29} {g['kind']:<9} {g['expressible']:>4} {g['refused']:>7} {g['compared']:>8} "
               f"{_pct(g['peer_median_abs_error']):>13} {_pct(g['llmbench_loso_median_abs_error']):>13} "
               f"{g['peer_beyond_50pct']:>9} {g['llmbench_beyond_50pct']:>9} "
               f"{g['llmbench_better_rows']:>5}/{g['compared']:<5}")
 
 
 def print_sources(groups: list[dict]) -> None:
-    print(f"\n{'peer':<13} {'kind':<9} {'source':<48} {'compared':>8} {'peer':>7} {'llmbench':>8}  ahead")
+    print(f"\n{'peer':<15} {'kind':<9} {'source':<48} {'compared':>8} {'peer':>7} {'llmbench':>8}  ahead")
     for g in groups:
         if g["compared"]:
-            print(f"{g['peer']:<13} {g['kind']:<9} {g['source'][:48]:<48} {g['compared']:>8} "
+            print(f"{g['peer']:<15} {g['kind']:<9} {g['source'][:48]:<48} {g['compared']:>8} "
                   f"{_pct(g['peer_median_abs_error']):>7} {_pct(g['llmbench_loso_median_abs_error']):>8}  "
                   f"{'yes' if g['llmbench_ahead'] else 'NO'}")
 
 
 def print_rows(records: list[dict]) -> None:
-    print(f"\n{'row':<44} {'peer':<12} {'published':>12} {'llmbench':>12} {'err':>7} {'peer':>12} {'err':>7}")
+    print(f"\n{'row':<44} {'peer':<15} {'published':>12} {'llmbench':>12} {'err':>7} {'peer':>12} {'err':>7}")
     for r in records:
         pv = "refused" if r["refused"] else f"{r['peer_value']:,.4g}"
         pe = "" if r["peer_error"] is None else f"{r['peer_error']:+.1%}"
@@ -502,7 +502,7 @@ def print_rows(records: list[dict]) -> None:
         le = "" if r["llmbench_error"] is None else f"{r['llmbench_error']:+.1%}"
         tag = " approx:" + "+".join(r["approx"]) if r["approx"] else ""
         tag += f" [{r['refused'] or r['note']}]" if r["refused"] or r["note"] else ""
-        print(f"{r['id'][:44]:<44} {r['peer']:<12} {r['published']:>12} {lv:>12} {le:>7} {pv:>12} {pe:>7}{tag}")
+        print(f"{r['id'][:44]:<44} {r['peer']:<15} {r['published']:>12} {lv:>12} {le:>7} {pv:>12} {pe:>7}{tag}")
 
 
 SETTINGS = {
