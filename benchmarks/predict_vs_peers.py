@@ -1,15 +1,17 @@
 """llmbench's leave-one-source-out prediction beside two peer predictors, on every published row
 (llmbench/reference/published_v2.csv) each peer can express, in one run (issue 20, build item 5).
 
-    pip install --no-deps llm-analysis fire        # its huggingface-hub<0.15 pin clashes with tokenizers
+    pip install --no-deps llm-analysis fire termcolor   # its huggingface-hub<0.15 pin clashes with tokenizers
     git --git-dir=<calculon mirror> archive HEAD | tar -x -C /tmp/calculon   # github:calculon-ai/calculon
-    PYTHONPATH=. python benchmarks/predict_vs_peers.py --calculon /tmp/calculon [--json] [--rows]
+    PYTHONPATH=. python benchmarks/predict_vs_peers.py --calculon /tmp/calculon [--rows] [--json]
+                                                      [--no-calculon-search]
 
 Nothing is downloaded at run time; a peer that is absent is skipped with one line saying so.
 
 Peers and their documented settings (stated in the output too):
-- llm-analysis 0.2.2 (cli99/llm-analysis): flops_efficiency 0.5 (its README: "Megatron-LM ... ~0.5")
-  and hbm_memory_efficiency 0.9 (README example); its shipped GPU configs only (gpu_configs/*.json:
+- llm-analysis 0.2.2 (cli99/llm-analysis): flops_efficiency 0.5 and hbm_memory_efficiency 0.9, the
+  settings of its training example (examples/llama/run_train.sh; constant.py: "FLOPS efficiency
+  achieved by Megatron-LM is ~0.5"); its shipped GPU configs only (gpu_configs/*.json:
   A100 SXM 40/80 GB, H100 SXM, MI250...), flash attention on, dtype w16a16e16 for fp16/bf16 and
   w8a8e16 for fp8 (its int8 peak is the H100's fp8 peak). Training: latency_per_iter; serving:
   inference() total latency, generated tokens / latency, the batch (when the row leaves it open)
@@ -22,9 +24,11 @@ Peers and their documented settings (stated in the output too):
   the second tier; bf16 run as its float16 (the same peak in its files). It has no GQA and no gated
   MLP: a SwiGLU model runs with feedforward 1.5 x d_ff (same MLP FLOPs and weights) and GQA as full
   multi-head attention (K/V projections over-counted); such rows are flagged `approx` and counted both
-  ways. Its own layout search (llm-optimal-execution, ~1 min a row) is not run: every peer gets the
-  row's stated layout, the knobs a row leaves open filled with the layout llmbench's planner chose
-  for validate (validate.planned) -- the same layout for all three predictors.
+  ways. Every peer gets the row's stated layout, the knobs a row leaves open filled with the layout
+  llmbench's planner chose for validate (validate.planned), the same for all predictors.
+  `calculon-search` (on by default) then runs Calculon's own search over the execution knobs at that
+  TP/PP/DP and micro-batch (calculon_grid) and keeps the fastest it admits; its TP/PP search
+  (llm-optimal-execution, ~1 min a row) is not run.
 
 Rows: every numeric row whose hardware has a peer config and whose metric is a throughput of one run
 (tokens/s, samples/s, achieved TFLOP/s, MFU; serving: tokens/s, latency, TTFT, per-sequence decode
@@ -55,8 +59,8 @@ LLA_GPUS = {"a100-40gb": "a100-sxm-40gb", "a100-80gb": "a100-sxm-80gb", "h100-sx
             "mi250": "mi250-128gb"}
 #: llmbench hardware -> Calculon shipped system file (calculon/systems/)
 CALCULON_SYSTEMS = {"a100-80gb": "a100_80g.json", "h100-sxm": "h100_80g_nvl8.json"}
-LLA_EFFICIENCY = 0.5      # llm-analysis README: Megatron-LM reaches ~0.5 of peak
-LLA_HBM_EFFICIENCY = 0.9  # llm-analysis README example
+LLA_EFFICIENCY = 0.5      # llm-analysis examples/llama/run_train.sh; constant.py: Megatron-LM ~0.5
+LLA_HBM_EFFICIENCY = 0.9  # llm-analysis examples/llama/run_train.sh
 TRAIN_METRICS = ("tokens_per_s", "samples_per_s", "achieved_tflops", "mfu")
 INFER_METRICS = ("tokens_per_s", "latency_s_p50", "time_to_first_token_s", "decode_tokens_per_s_per_seq")
 BEYOND = 0.5
@@ -506,7 +510,7 @@ def print_rows(records: list[dict]) -> None:
 
 
 SETTINGS = {
-    "llm-analysis": f"flops_efficiency {LLA_EFFICIENCY} (README), hbm_memory_efficiency {LLA_HBM_EFFICIENCY}, "
+    "llm-analysis": f"flops_efficiency {LLA_EFFICIENCY}, hbm_memory_efficiency {LLA_HBM_EFFICIENCY}, "
                     f"shipped gpu configs {sorted(set(LLA_GPUS.values()))}, flash attention, "
                     "w16a16e16 / w8a8e16 (fp8)",
     "calculon": f"shipped systems {sorted(set(CALCULON_SYSTEMS.values()))}, its example execution settings, "
@@ -520,8 +524,8 @@ SETTINGS = {
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calculon", metavar="DIR", help="a checkout of github:calculon-ai/calculon")
-    ap.add_argument("--calculon-search", action="store_true",
-                    help="also Calculon's own execution search per row (minutes more)")
+    ap.add_argument("--calculon-search", action=argparse.BooleanOptionalAction, default=True,
+                    help="also Calculon's own execution search per row (about a minute more; default on)")
     ap.add_argument("--json", action="store_true", help="records and table as JSON")
     ap.add_argument("--rows", action="store_true", help="print every compared row too")
     a = ap.parse_args(argv)
