@@ -522,7 +522,7 @@ SETTINGS = {
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--calculon", metavar="DIR", help="a checkout of github:calculon-ai/calculon")
     ap.add_argument("--calculon-search", action=argparse.BooleanOptionalAction, default=True,
                     help="also Calculon's own execution search per row (about a minute more; default on)")
