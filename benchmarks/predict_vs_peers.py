@@ -530,7 +530,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", action="store_true", help="print every compared row too")
     a = ap.parse_args(argv)
     peers = available(a.calculon, a.calculon_search)
-    for line in filter(None, peers.values()):
+    for line in dict.fromkeys(filter(None, peers.values())):  # calculon-search shares calculon's line
         print(line, file=sys.stderr)
     if all(peers.values()):
         print("no peer can run here", file=sys.stderr)
