@@ -70,6 +70,11 @@ class AdamConfig:
             raise BadInput("eps must be positive and weight_decay non-negative")
 
 
+#: the AdamW hyperparameters of `measure train` (measure/train.make_adamw: GPT-3's betas 0.9/0.95 and
+#: weight decay 0.1): the stream trainers use them, so a streamed step does measure's update
+MEASURE_ADAMW = {"beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1}
+
+
 @dataclass(frozen=True)
 class ParamSlice:
     name: str
