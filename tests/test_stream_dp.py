@@ -30,11 +30,12 @@ def test_two_ranks_match_one_rank_with_doubled_batch():
     assert [len(step) for step in dp["rank_digests"][0]] == [2, 2, 2, 2]
     assert dp["ranks_identical"] and dp["rank_digests"][0] == dp["rank_digests"][1]
     assert len({d for step in dp["rank_digests"][0] for d in step}) == 8  # weights change every step
-    from llmbench.streaming.run import StreamConfig, run_train
+    from llmbench.streaming.config import workload_and_options as S
+    from llmbench.streaming.run import run_train
 
-    one = run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=4, batch=4))
+    one = run_train(*S(model="tiny", layers=2, seq=16, steps=4, batch=4))
     assert dp["loss"] == pytest.approx(one["loss"], rel=1e-5)
-    assert dp["loss"] != pytest.approx(run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=4,
+    assert dp["loss"] != pytest.approx(run_train(*S(model="tiny", layers=2, seq=16, steps=4,
                                                               batch=2))["loss"], rel=1e-5)
 
 
@@ -49,10 +50,11 @@ def test_sparse_data_parallel_matches_one_rank_and_reduces_only_kept_gradients()
     assert r.returncode == 0, r.stderr[-3000:]
     dp = json.loads(r.stdout)
     assert dp["ranks_identical"] and dp["rank_digests"][0] == dp["rank_digests"][1]
-    from llmbench.streaming.run import StreamConfig, run_train
+    from llmbench.streaming.config import workload_and_options as S
+    from llmbench.streaming.run import run_train
 
-    one = run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=4, batch=4, sparsity=0.5))
-    dense = run_train(StreamConfig(model="tiny", layers=2, seq=16, steps=1, batch=4))
+    one = run_train(*S(model="tiny", layers=2, seq=16, steps=4, batch=4, sparsity=0.5))
+    dense = run_train(*S(model="tiny", layers=2, seq=16, steps=1, batch=4))
     assert dp["loss"] == pytest.approx(one["loss"], rel=1e-5)
     assert dp["grad_bytes_out_per_step"] == one["grad_bytes_out_per_step"]
     assert dp["grad_bytes_out_per_step"] < 0.6 * dense["grad_bytes_out_per_step"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmbench.streaming.config import StreamConfig
+from llmbench.streaming.config import workload_and_options as S
 from llmbench.streaming.precision import LossScale
 from llmbench.streaming.run import run_compare, run_train
 
@@ -22,12 +22,12 @@ TINY = dict(model="tiny", layers=2, batch=2, seq=16)
 
 @pytest.fixture(scope="module")
 def fp32():
-    return run_train(StreamConfig(**TINY, steps=4))
+    return run_train(*S(**TINY, steps=4))
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_streaming_equals_resident_mixed_precision(precision, fp32):
-    out = run_compare(StreamConfig(**TINY, steps=4, precision=precision))
+    out = run_compare(*S(**TINY, steps=4, precision=precision))
     assert out["max_rel_loss_diff"] <= 1e-6
     assert out["streamed_loss"][-1] < out["streamed_loss"][0]
     assert out["streamed_loss"] != pytest.approx(fp32["loss"], rel=1e-6)  # the policy is applied
@@ -38,7 +38,7 @@ def test_mixed_precision_streaming_equals_resident_mixed_precision(precision, fp
 def test_fp16_overflow_skips_the_same_steps_as_grad_scaler():
     """A loss scale of 2^20 overflows fp16 gradients; growth every 2 good steps brings it back up:
     the skip/grow pattern and the losses must be GradScaler's."""
-    out = run_compare(StreamConfig(**TINY, steps=8, precision="fp16", loss_scale_init=2.0 ** 20,
+    out = run_compare(*S(**TINY, steps=8, precision="fp16", loss_scale_init=2.0 ** 20,
                                    loss_scale_growth_interval=2))
     skipped = out["streamed_skipped_steps"]
     assert out["resident_skipped_steps"] == len(skipped) and 0 < len(skipped) < 8
@@ -65,8 +65,8 @@ def test_loss_scale_rule_is_grad_scalers():
 def test_fp16_scaler_state_survives_resume(tmp_path):
     store = f"disk:{tmp_path}"
     kw = dict(**TINY, precision="fp16", loss_scale_init=2.0 ** 20, loss_scale_growth_interval=2)
-    whole = run_train(StreamConfig(**kw, steps=6))
-    run_train(StreamConfig(**kw, steps=3, store=store))
-    resumed = run_train(StreamConfig(**kw, steps=6, store=store, resume=True))
+    whole = run_train(*S(**kw, steps=6))
+    run_train(*S(**kw, steps=3, store=store))
+    resumed = run_train(*S(**kw, steps=6, store=store, resume=True))
     assert resumed["loss"] == whole["loss"] and resumed["skipped_steps"] == whole["skipped_steps"]
     assert resumed["loss_scale"] == whole["loss_scale"]

@@ -233,3 +233,16 @@ def check_causal_lm(spec) -> None:
     """The stream runtimes train and generate causal LMs only."""
     if spec.head != "lm" or not spec.causal:
         raise BadInput(f"stream runs causal LMs; {spec.name} has a {spec.head!r} head")
+
+
+def workload_and_options(*, model: str = "tiny", layers=None, width=None, heads=None, vocab=None,
+                         batch: int = 8, seq: int = 64, precision: str | None = None, sparsity: float = 0.0,
+                         recompute: bool = False, **options):
+    """(Workload, StreamOptions) from one flat set of keywords, the CLI's names (scripts and tests:
+    `workload_and_options(model="tiny", layers=2, batch=4, seq=16, steps=3, device="cpu")`)."""
+    from llmbench.point import Layout
+
+    options.setdefault("device", "cpu")
+    w = stream_workload(model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch, seq_len=seq,
+                        precision=precision, sparsity=sparsity, layout=Layout(recompute="full" if recompute else None))
+    return w, StreamOptions(**options)
