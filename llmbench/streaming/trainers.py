@@ -26,6 +26,7 @@ from torch import nn
 from llmbench.streaming.config import StreamRun
 from llmbench.streaming.executor import DTYPES, StreamingExecutor, group_params
 from llmbench.streaming.precision import ELEMENT_BYTES, LossScale, needs_loss_scale
+from llmbench.streaming.store import MEASURE_ADAMW, AdamConfig
 
 
 # ---------------------------------------------------------------- initial weights
@@ -176,7 +177,9 @@ class ResidentTrainer:
             self.masters = [p.detach().clone().requires_grad_(True) for p in self.params]
             self.model.to(DTYPES[cfg.precision])
             self.params = list(self.model.parameters())
-        self.opt = torch.optim.AdamW(self.masters, lr=cfg.lr)
+        a = AdamConfig(lr=cfg.lr, **MEASURE_ADAMW)  # the store's optimizer
+        self.opt = torch.optim.AdamW(self.masters, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
+                                     weight_decay=a.weight_decay)
         self.scaler = None
         if needs_loss_scale(cfg.precision):
             self.scaler = torch.amp.GradScaler(device.type, init_scale=cfg.loss_scale_init,
@@ -258,7 +261,7 @@ class StreamedTrainer:
 def _open_store(spec, cfg: StreamRun, device, skeleton, world: int):
     """Rank 0's store: resumed (same run only), or created one group at a time from the seed."""
     from llmbench.errors import BadInput
-    from llmbench.streaming.store import MEASURE_ADAMW, AdamConfig, ParameterStore
+    from llmbench.streaming.store import ParameterStore
 
     meta = {"model": spec.to_dict(), "batch": cfg.batch, "seq": cfg.seq, "seed": cfg.seed,
             "sparsity": cfg.sparsity, "lr": cfg.lr, "world": world, "precision": cfg.precision}
