@@ -169,9 +169,8 @@ def stream_workload(model: str = "tiny", *, layers: int | None = None, width: in
     resize = dict(TINY) if model == "tiny" else {}
     resize.update({k: v for k, v in (("n_layers", layers), ("d_model", width), ("n_heads", heads),
                                      ("vocab_size", vocab)) if v is not None})
-    kw.setdefault("batch", 8)
-    kw.setdefault("seq_len", 64)
-    return Workload(suite="train", model="gpt2-small" if model == "tiny" else model, resize=resize, **kw)
+    kw = {"suite": "train", "batch": 8, "seq_len": 64, **kw}
+    return Workload(model="gpt2-small" if model == "tiny" else model, resize=resize, **kw)
 
 
 @dataclass(frozen=True, kw_only=True)
