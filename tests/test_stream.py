@@ -19,6 +19,14 @@ def test_streamed_losses_equal_resident_over_20_steps():
     assert len(out["streamed_loss"]) == 21 and out["pairs"] == 20  # 1 warm-up pair + 20 timed
     assert out["max_rel_loss_diff"] <= 1e-5
     assert out["streamed_loss"][-1] < out["streamed_loss"][0]  # it learns: the check is not vacuous
+    # the ratio is the median of the per-pair ratios (resident / streamed step time), with its spread
+    import statistics
+
+    from llmbench.streaming.run import PHASES
+    pairs = [r / t for t, r in zip(out["streamed_step_times_s"], out["resident_step_times_s"])]
+    assert len(pairs) == 20 and out["ratio"] == pytest.approx(statistics.median(pairs))
+    assert out["ratio_p10"] <= out["ratio"] <= out["ratio_p90"] and out["ratio_iqr"] >= 0
+    assert set(out["phases_s_per_step"]) == set(PHASES) and out["phases_s_per_step"]["forward_s"] > 0
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])

@@ -24,7 +24,7 @@ from llmbench.errors import BadInput
 from llmbench.footprint import STORE_SLOTS
 from llmbench.streaming.config import StreamOptions, StreamRun, check_causal_lm
 from llmbench.streaming.memory import bound_heap, peak_rss_bytes
-from llmbench.streaming.trainers import StreamedTrainer, make_batch
+from llmbench.streaming.trainers import StreamedTrainer, check_resident_fits, make_batch
 
 #: the executor's per-step phase times (s) that `--json` reports, and what each one is
 PHASES = {"fetch_s": "loader thread: store -> device copies (overlapped with compute unless exposed)",
@@ -223,6 +223,7 @@ def run_compare(w, opts: StreamOptions) -> dict:
     bound_heap()
     n = opts.warmup_steps + opts.steps
     batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(n)]
+    check_resident_fits(spec, cfg, device)  # before allocating: the resident side is the larger
     resident = MeasureResident(spec, w.with_(mode="resident"), opts, device, batches)
     st = StreamedTrainer(spec, cfg, device)
     try:
