@@ -38,7 +38,7 @@ COMPARE_KEYS = ["model", "tokens_per_step", "pairs", "resident_tokens_per_s", "s
 
 def register(cli) -> None:
     from llmbench.point import Workload
-    from llmbench.streaming.config import PipelineConfig, StreamOptions
+    from llmbench.streaming.config import RESIZE_HIGH, PipelineConfig, StreamOptions
 
     g = cli.group("stream", "The wafer-scale designs as runtimes: weight-streaming training (weights and Adam "
                             "state in RAM or on disk, streamed layer by layer) and SRAM-resident pipelined inference.")
@@ -48,7 +48,7 @@ def register(cli) -> None:
                    help={"model": "preset name, or 'tiny' (GPT-2 small resized: 4 layers, width 64, vocab 256)",
                          "recompute": "full: keep only block inputs, recompute each block's forward in the backward"})
         for flag, what in RESIZE.items():
-            p.add_argument(f"--{flag}", type=int_in(1, name=flag), help=f"resize: {what}")
+            p.add_argument(f"--{flag}", type=int_in(1, RESIZE_HIGH[flag], name=flag), help=f"resize: {what}")
         add_fields(p, StreamOptions, OPTIONS[name], defaults=DEFAULTS[name])
         _outputs(p)
     p = g.command("infer", stream_infer)

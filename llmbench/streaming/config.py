@@ -24,6 +24,8 @@ from llmbench.point import _check_fields, opt
 
 #: precisions of the weights streamed to (and the compute on) the device; masters stay fp32
 PRECISIONS = ("fp32", "bf16", "fp16")
+#: the largest --layers/--width/--heads/--vocab taken (beyond any model built: a typo, not a model)
+RESIZE_HIGH = {"layers": 100_000, "width": 2 ** 20, "heads": 2 ** 16, "vocab": 2 ** 24}
 #: the tiny test model as a resize of GPT-2 small: 4 layers, width 64, 4 heads, vocab 256
 TINY = dict(n_layers=4, d_model=64, n_heads=4, vocab_size=256, max_seq_len=128)
 
@@ -179,10 +181,10 @@ class PipelineConfig:
     resident on each stage, requests micro-batched so that every stage works every step."""
 
     model: str = field(default="tiny", metadata=opt("preset name, or 'tiny' (GPT-2 small resized: 4 layers, width 64, vocab 256)"))
-    layers: int | None = field(default=None, metadata=opt("resize: n_layers", low=1, integer=True))
-    width: int | None = field(default=None, metadata=opt("resize: d_model (d_ff follows)", low=1, integer=True))
-    heads: int | None = field(default=None, metadata=opt("resize: n_heads", low=1, integer=True))
-    vocab: int | None = field(default=None, metadata=opt("resize: vocab_size", low=1, integer=True))
+    layers: int | None = field(default=None, metadata=opt("resize: n_layers", low=1, high=RESIZE_HIGH["layers"], integer=True))
+    width: int | None = field(default=None, metadata=opt("resize: d_model (d_ff follows)", low=1, high=RESIZE_HIGH["width"], integer=True))
+    heads: int | None = field(default=None, metadata=opt("resize: n_heads", low=1, high=RESIZE_HIGH["heads"], integer=True))
+    vocab: int | None = field(default=None, metadata=opt("resize: vocab_size", low=1, high=RESIZE_HIGH["vocab"], integer=True))
     batch: int = field(default=4, metadata=opt(
         "concurrent requests, split into micro-batches", unit="sequences", low=1, integer=True))
     micro_batches: int | None = field(default=None, metadata=opt(
