@@ -11,7 +11,7 @@ from llmbench.errors import BadInput
 from llmbench.streaming.config import StreamRun, check_causal_lm
 from llmbench.streaming.config import workload_and_options as S
 from llmbench.streaming.run import run_compare, run_train
-from llmbench.streaming.store import AdamConfig, ParameterStore
+from llmbench.streaming.store import MEASURE_ADAMW, AdamConfig, ParameterStore
 
 
 def test_streamed_losses_equal_resident_over_20_steps():
@@ -303,7 +303,8 @@ def test_accelerator_code_path_runs_with_stub_streams(monkeypatch):
     w, opts = S(model="tiny", layers=3, batch=2, seq=16, precision="fp32")
     cfg, spec = StreamRun.of(w, opts), w.spec()
     skel = build_model(spec, meta=True)
-    store = ParameterStore.create("ram", initial_groups(spec, 0, skel), adam=AdamConfig())
+    store = ParameterStore.create("ram", initial_groups(spec, 0, skel),
+                                  adam=AdamConfig(lr=cfg.lr, **MEASURE_ADAMW))  # ResidentTrainer's
     ex = exm.StreamingExecutor(skel, store, device=torch.device("cpu"))
     monkeypatch.setattr(ex, "_accel", True)
     ex._mod, ex._side, ex._grad_stream = StubModule, Stub(), Stub()
