@@ -62,13 +62,13 @@ def main() -> None:
     from llmbench.measure import device as dev
     from llmbench.models.counting import param_count
     from llmbench.streaming import memory
-    from llmbench.streaming.config import StreamConfig, resolve_spec
+    from llmbench.streaming.config import StreamRun, workload_and_options
 
     budget = int(a.device_memory_budget) if a.device_memory_budget else None
-    cfg = StreamConfig(model=a.model, layers=a.layers, batch=a.batch, seq=a.seq, steps=a.steps,
-                       store=a.store, device=a.device, precision=a.precision, overwrite=True, lr=a.lr,
-                       device_memory_budget_bytes=budget)
-    spec, device = resolve_spec(cfg), dev.resolve(a.device)
+    w, opts = workload_and_options(model=a.model, layers=a.layers, batch=a.batch, seq=a.seq, steps=a.steps,
+                                   store=a.store, device=a.device, precision=a.precision, overwrite=True,
+                                   lr=a.lr, device_memory_budget_bytes=budget)
+    cfg, spec, device = StreamRun.of(w, opts), w.spec(), dev.resolve(a.device)
     p = param_count(spec)
     print(f"{spec.name} x {spec.n_layers} layers, d_model {spec.d_model}: {p:,} parameters")
     print(f"machine: RAM {memory.total_bytes() / GB:.1f} GB ({memory.total_bytes() / GiB:.1f} GiB), "
@@ -76,7 +76,7 @@ def main() -> None:
     resident_refused(spec, cfg, device, BadInput)
     if cfg.store.kind == "disk":
         check_disk(cfg.store.path, 24 * p, a.disk_margin_gb * GB)
-    out = train(cfg, p)
+    out = train(w, opts, p)
     out["command"] = "benchmarks/stream_bigger_than_ram.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v not in (None, False))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
@@ -105,14 +105,14 @@ def check_disk(path: Path, store_bytes: int, margin: float) -> None:
         raise SystemExit(f"not started: the store would leave less than {margin / GB:.0f} GB free")
 
 
-def train(cfg, params: int) -> dict:
+def train(w, opts, params: int) -> dict:
     from llmbench.streaming import memory
     from llmbench.streaming.run import run_train
 
     t0 = time.time()
-    out = run_train(cfg)
+    out = run_train(w, opts)
     wall = time.time() - t0
-    disk = _disk_used_bytes(cfg.store.path) if cfg.store.kind == "disk" else 0
+    disk = _disk_used_bytes(opts.store.path) if opts.store.kind == "disk" else 0
     print(f"streamed: {len(out['loss'])} steps in {wall:,.0f} s (store creation included); step times "
           f"{', '.join(f'{t:,.1f}' for t in out.get('step_times_s', []))} s")
     print("loss: " + " ".join(f"{x:.4f}" for x in out["loss"]))

@@ -43,11 +43,12 @@ def main() -> None:
     a = ap.parse_args()
 
     from llmbench.streaming import memory
-    from llmbench.streaming.config import StreamConfig, resolve_spec
+    from llmbench.streaming.config import workload_and_options
 
-    cfg = StreamConfig(model=a.model, batch=a.batch, seq=a.seq, steps=a.steps)
-    est = estimate_bytes(resolve_spec(cfg), a.batch, a.seq)
-    need = max(est["resident"], est["streamed"]) + a.margin_gib * GiB
+    cfg = workload_and_options(model=a.model, batch=a.batch, seq=a.seq, steps=a.steps)
+    est = estimate_bytes(cfg[0].spec(), a.batch, a.seq)
+    # since issue 19 the compare interleaves its sides: it holds both at once
+    need = est["resident"] + est["streamed"] + a.margin_gib * GiB
     avail = memory.available_bytes()
     print(f"{a.model}: {est['params']:,} params, {a.batch} x {a.seq} = {a.batch * a.seq:,} tokens/step")
     print(f"estimate: resident state 16 B/param = {16 * est['params'] / GiB:.2f} GiB, store 24 B/param = "
@@ -60,7 +61,7 @@ def main() -> None:
     from llmbench.streaming.run import run_compare
 
     t0 = time.time()
-    out = run_compare(cfg)
+    out = run_compare(*cfg)
     report(out, time.time() - t0)
     from llmbench.measure import device as dev
 

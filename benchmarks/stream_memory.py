@@ -18,7 +18,8 @@ def main() -> None:
     ap.add_argument("--out", default="docs/results/stream_memory_cpu.json")
     a = ap.parse_args()
 
-    from llmbench.streaming.run import StreamConfig, run_train
+    from llmbench.streaming.config import workload_and_options as S
+    from llmbench.streaming.run import run_train
 
     out = {"depth": [], "budget": {}, "sparse": []}
     print("peak device-resident weights against depth and prefetch (tiny, width 128)")
@@ -26,7 +27,7 @@ def main() -> None:
           f"{'all weights B':>13}")
     for layers in (4, 16):
         for prefetch in (0, 1, 2):
-            r = run_train(StreamConfig(model="tiny", layers=layers, width=128, batch=2, seq=32,
+            r = run_train(*S(model="tiny", layers=layers, width=128, batch=2, seq=32,
                                        steps=1, prefetch=prefetch))
             n = (r["device_weight_bytes_peak"] - r["embedding_weight_bytes"]) / r["layer_weight_bytes"]
             all_w = r["params"] * 4
@@ -37,9 +38,9 @@ def main() -> None:
                   f"{r['embedding_weight_bytes']:>9,} {all_w:>13,}")
 
     cfg = dict(model="tiny", layers=12, width=256, batch=8, seq=32, steps=12)
-    probe = run_train(StreamConfig(**{**cfg, "steps": 1}))
+    probe = run_train(*S(**{**cfg, "steps": 1}))
     budget = int(probe["device_bytes_estimate"] * 1.05)
-    r = run_train(StreamConfig(**cfg, device_memory_budget_bytes=budget))
+    r = run_train(*S(**cfg, device_memory_budget_bytes=budget))
     out["budget"] = {k: r[k] for k in ("params", "weights_and_adam_bytes", "device_memory_budget_bytes",
                                        "device_bytes_estimate", "device_weight_bytes_peak",
                                        "device_grad_bytes_peak", "store_bytes", "loss")}
@@ -52,7 +53,7 @@ def main() -> None:
     print(f"{'sparsity':>8} {'weights in B':>12} {'grads out B':>11} {'total B':>10} {'of dense':>8}")
     dense = None
     for s in (0.0, 0.5, 0.75, 0.9, 0.95):
-        r = run_train(StreamConfig(model="tiny", width=256, batch=2, seq=32, steps=2, sparsity=s))
+        r = run_train(*S(model="tiny", width=256, batch=2, seq=32, steps=2, sparsity=s))
         dense = dense or r["streamed_bytes_per_step"]
         frac = r["streamed_bytes_per_step"] / dense
         out["sparse"].append({"sparsity": s, "weight_bytes_in_per_step": r["weight_bytes_in_per_step"],

@@ -89,11 +89,11 @@ def _tensor_bytes(ts) -> int:
 def test_resident_trainer_allocates_its_state(precision, one_thread):
     """stream compare's ResidentTrainer: its account and its real tensors after one step equal
     footprint's "masters" (16 bytes/param in fp32, 20 in bf16, + AdamW's step counters)."""
-    from llmbench.streaming.config import StreamConfig, resolve_spec
+    from llmbench.streaming.config import StreamRun, workload_and_options
     from llmbench.streaming.trainers import ResidentTrainer, make_batch
 
-    cfg = StreamConfig(model="tiny", layers=1, batch=2, seq=8, steps=1, precision=precision)
-    spec = resolve_spec(cfg)
+    w, opts = workload_and_options(model="tiny", layers=1, batch=2, seq=8, steps=1, precision=precision)
+    cfg, spec = StreamRun.of(w, opts), w.spec()
     tr = ResidentTrainer(spec, cfg, torch.device("cpu"))
     tr.step(*make_batch(spec, 2, 8, 0, step=0))
     f = footprint.training(spec, _grid(batch=2, seq=8), precision, "masters")
@@ -110,11 +110,12 @@ def test_resident_trainer_allocates_its_state(precision, one_thread):
 def test_streamed_trainer_holds_its_window_and_store(prefetch, one_thread):
     """StreamedTrainer: the device account's peaks of weights and gradients and the store's bytes
     equal footprint.streamed."""
-    from llmbench.streaming.config import StreamConfig, resolve_spec
+    from llmbench.streaming.config import StreamRun, workload_and_options
     from llmbench.streaming.trainers import StreamedTrainer, make_batch
 
-    cfg = StreamConfig(model="tiny", layers=3, batch=2, seq=8, steps=1, prefetch=prefetch)
-    spec = resolve_spec(cfg)
+    w, opts = workload_and_options(model="tiny", layers=3, batch=2, seq=8, steps=1, prefetch=prefetch,
+                                   precision="fp32")
+    cfg, spec = StreamRun.of(w, opts), w.spec()
     tr = StreamedTrainer(spec, cfg, torch.device("cpu"))
     try:
         tr.step(*make_batch(spec, 2, 8, 0, step=0))

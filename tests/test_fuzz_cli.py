@@ -119,8 +119,8 @@ def stubs(monkeypatch, tmp_path):
         pass
     try:
         import llmbench.streaming.run as srun
-        monkeypatch.setattr(srun, "run_train", lambda cfg: {"rank": 1})
-        monkeypatch.setattr(srun, "run_compare", lambda cfg: {"ratio": 1.0})
+        monkeypatch.setattr(srun, "run_train", lambda w, opts: {"rank": 1})
+        monkeypatch.setattr(srun, "run_compare", lambda w, opts: {"ratio": 1.0})
     except ImportError:  # no torch
         pass
 

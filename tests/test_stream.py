@@ -8,20 +8,30 @@ import pytest
 import torch
 
 from llmbench.errors import BadInput
-from llmbench.streaming.run import StreamConfig, resolve_spec, run_compare, run_train
-from llmbench.streaming.store import AdamConfig, ParameterStore
+from llmbench.streaming.config import StreamRun, check_causal_lm
+from llmbench.streaming.config import workload_and_options as S
+from llmbench.streaming.run import run_compare, run_train
+from llmbench.streaming.store import MEASURE_ADAMW, AdamConfig, ParameterStore
 
 
 def test_streamed_losses_equal_resident_over_20_steps():
-    out = run_compare(StreamConfig(model="tiny", batch=4, seq=32, steps=20))
-    assert len(out["streamed_loss"]) == 20
+    out = run_compare(*S(model="tiny", batch=4, seq=32, steps=20))
+    assert len(out["streamed_loss"]) == 21 and out["pairs"] == 20  # 1 warm-up pair + 20 timed
     assert out["max_rel_loss_diff"] <= 1e-5
     assert out["streamed_loss"][-1] < out["streamed_loss"][0]  # it learns: the check is not vacuous
+    # the ratio is the median of the per-pair ratios (resident / streamed step time), with its spread
+    import statistics
+
+    from llmbench.streaming.run import PHASES
+    pairs = [r / t for t, r in zip(out["streamed_step_times_s"], out["resident_step_times_s"])]
+    assert len(pairs) == 20 and out["ratio"] == pytest.approx(statistics.median(pairs))
+    assert out["ratio_p10"] <= out["ratio"] <= out["ratio_p90"] and out["ratio_iqr"] >= 0
+    assert set(out["phases_s_per_step"]) == set(PHASES) and out["phases_s_per_step"]["forward_s"] > 0
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_other_prefetch_depths_are_exact(prefetch):
-    out = run_compare(StreamConfig(model="tiny", layers=3, batch=2, seq=16, steps=3, prefetch=prefetch))
+    out = run_compare(*S(model="tiny", layers=3, batch=2, seq=16, steps=3, prefetch=prefetch))
     assert out["max_rel_loss_diff"] <= 1e-5
     # prefetch K keeps at most K + 1 blocks (and at least 1) plus the embeddings on the device
     blocks = (out["device_weight_bytes_peak"] - out["embedding_weight_bytes"]) / out["layer_weight_bytes"]
@@ -30,10 +40,10 @@ def test_other_prefetch_depths_are_exact(prefetch):
 
 def test_recompute_is_exact_and_needs_less_device_memory():
     base = dict(model="tiny", layers=3, batch=4, seq=32)
-    out = run_compare(StreamConfig(**base, steps=4, recompute=True))
+    out = run_compare(*S(**base, steps=4, recompute=True))
     assert out["max_rel_loss_diff"] <= 1e-5 and out["recompute"]
-    keep = run_train(StreamConfig(**base, steps=1))
-    again = run_train(StreamConfig(**base, steps=1, recompute=True))
+    keep = run_train(*S(**base, steps=1))
+    again = run_train(*S(**base, steps=1, recompute=True))
     assert again["device_bytes_estimate"] < keep["device_bytes_estimate"]
     assert again["device_weight_bytes_peak"] == keep["device_weight_bytes_peak"]
 
@@ -41,18 +51,18 @@ def test_recompute_is_exact_and_needs_less_device_memory():
 def test_device_weight_peak_is_flat_in_depth():
     peaks = {}
     for layers in (4, 16):
-        out = run_train(StreamConfig(model="tiny", layers=layers, batch=2, seq=16, steps=1))
+        out = run_train(*S(model="tiny", layers=layers, batch=2, seq=16, steps=1))
         peaks[layers] = out["device_weight_bytes_peak"]
         assert out["device_weight_bytes_peak"] <= 3 * out["layer_weight_bytes"] + out["embedding_weight_bytes"]
     assert peaks[4] == peaks[16]
 
 
 def test_bigger_than_budget_trains_and_learns():
-    cfg = StreamConfig(model="tiny", layers=6, width=256, batch=8, seq=32, steps=8)
-    probe = run_train(StreamConfig(**{**cfg.__dict__, "steps": 1}))
+    cfg = dict(model="tiny", layers=6, width=256, batch=8, seq=32, steps=8)
+    probe = run_train(*S(**{**cfg, "steps": 1}))
     budget = probe["device_bytes_estimate"] + 1024
     assert probe["weights_and_adam_bytes"] > budget  # weights + Adam moments alone do not fit
-    out = run_train(StreamConfig(**{**cfg.__dict__, "device_memory_budget_bytes": budget}))
+    out = run_train(*S(**cfg, device_memory_budget_bytes=budget))
     assert out["loss"][-1] < out["loss"][0] - 0.05
     assert out["device_weight_bytes_peak"] < budget
 
@@ -76,7 +86,7 @@ def test_runtime_account_stops_an_allocation_over_budget():
     from llmbench.streaming.executor import StreamingExecutor
     from llmbench.streaming.trainers import initial_groups, make_batch
 
-    spec = resolve_spec(StreamConfig(model="tiny", layers=2))
+    spec = S(model="tiny", layers=2)[0].spec()
     skel = build_model(spec, meta=True)
     store = ParameterStore.create("ram", initial_groups(spec, 0, skel), adam=AdamConfig())
     ends_bytes = store.numel("ends") * 4
@@ -92,15 +102,15 @@ def test_runtime_account_stops_an_allocation_over_budget():
 
 def test_sparse_streams_10_to_20_percent_of_dense():
     base = dict(model="tiny", width=128, batch=2, seq=16, steps=2)
-    dense = run_train(StreamConfig(**base))
-    sparse = run_train(StreamConfig(**base, sparsity=0.9))
+    dense = run_train(*S(**base))
+    sparse = run_train(*S(**base, sparsity=0.9))
     ratio = sparse["streamed_bytes_per_step"] / dense["streamed_bytes_per_step"]
     assert 0.10 <= ratio <= 0.20
     assert dense["streamed_bytes_per_step"] == dense["dense_streamed_bytes_per_step"]
 
 
 def test_sparse_store_keeps_pruned_weights_at_zero(tmp_path):
-    out = run_train(StreamConfig(model="tiny", layers=2, batch=2, seq=16, steps=3, sparsity=0.5,
+    out = run_train(*S(model="tiny", layers=2, batch=2, seq=16, steps=3, sparsity=0.5,
                                  store=f"disk:{tmp_path}"))
     store = ParameterStore.open(f"disk:{tmp_path}")
     w = store.param_views("block.0")["blocks.0.mlp.fc.weight"]
@@ -176,32 +186,51 @@ def test_store_capacity_and_tier_errors(tmp_path):
 
 
 def test_resume_refuses_another_runs_store(tmp_path):
-    run_train(StreamConfig(model="tiny", layers=2, batch=2, seq=16, steps=1, store=f"disk:{tmp_path}"))
+    run_train(*S(model="tiny", layers=2, batch=2, seq=16, steps=1, store=f"disk:{tmp_path}"))
     with pytest.raises(ValueError, match="made for another run"):
-        run_train(StreamConfig(model="tiny", layers=2, batch=4, seq=16, steps=2,
+        run_train(*S(model="tiny", layers=2, batch=4, seq=16, steps=2,
                                store=f"disk:{tmp_path}", resume=True))
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(batch=0), "--batch"), (dict(prefetch=-1), "--prefetch"), (dict(sparsity=1.0), "--sparsity"),
+    (dict(batch=0), "batch"), (dict(prefetch=-1), "prefetch"), (dict(sparsity=1.0), "sparsity"),
     (dict(resume=True), "--resume"), (dict(store="nvme"), "--store"),
-    (dict(device_memory_budget_bytes=0), "--device-memory-budget"),
-    (dict(precision="fp8"), "--precision"), (dict(store="disk:"), "--store"),
+    (dict(device_memory_budget_bytes=0), "device_memory_budget_bytes"), (dict(store="disk:"), "--store"),
     (dict(resume=True, overwrite=True, store="disk:/tmp/x"), "exclude"),
-    (dict(lr=float("nan")), "--lr"), (dict(layers=0), "--layers"),
+    (dict(lr=float("nan")), "lr"), (dict(layers=0), "n_layers"),
 ])
-def test_config_rules(kw, match):
+def test_workload_and_option_rules(kw, match):
     with pytest.raises(BadInput, match=match):
-        StreamConfig(**kw)
+        S(**kw)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(precision="fp8"), "precision"), (dict(batch=6, micro_batch=2), "grad_accum"),
+])
+def test_what_the_stream_runtime_does_not_run(kw, match):
+    w, opts = S(precision=kw.pop("precision", "fp32"))
+    with pytest.raises(BadInput, match=match):
+        StreamRun.of(w.with_(**kw), opts)
+    with pytest.raises(BadInput, match="recompute"):
+        StreamRun.of(S(precision="fp32")[0].with_(recompute="selective"), opts)
+
+
+def test_global_batch_splits_over_ranks():
+    """--batch is the global batch, as in measure and predict: 8 sequences over 2 ranks are 4 each."""
+    w, opts = S(batch=8, precision="fp32")
+    assert StreamRun.of(w, opts, world=2).batch == 4 and StreamRun.of(w, opts).batch == 8
+    with pytest.raises(BadInput, match="split"):
+        StreamRun.of(w.with_(batch=3), opts, world=2)
 
 
 def test_model_overrides():
-    spec = resolve_spec(StreamConfig(model="gpt2-small", layers=2, width=64, heads=4, vocab=100))
+    spec = S(model="gpt2-small", layers=2, width=64, heads=4, vocab=100)[0].spec()
     assert (spec.n_layers, spec.d_model, spec.d_ff, spec.n_heads, spec.vocab_size) == (2, 64, 256, 4, 100)
-    with pytest.raises(ValueError, match="max_seq_len"):
-        resolve_spec(StreamConfig(model="gpt2-small", seq=4096))
+    assert S(model="gpt2-small", seq=4096)[0].spec().max_seq_len == 4096  # positions extended (point.Workload)
     with pytest.raises(ValueError, match="head"):
-        resolve_spec(StreamConfig(model="bert-base"))
+        check_causal_lm(S(model="bert-base")[0].spec())
+    with pytest.raises(BadInput, match="head"):
+        run_train(*S(model="bert-base", steps=1))
 
 
 def test_cli_json_keys(capsys, tmp_path):
@@ -227,7 +256,13 @@ def test_cli_json_keys(capsys, tmp_path):
         streamed, resident = [db.get(k) for k in out["result_keys"]]
     assert streamed["metrics"]["tokens_per_s"] == out["streamed_tokens_per_s"]
     assert resident["metrics"]["tokens_per_s"] == out["resident_tokens_per_s"]
-    assert resident["point"]["layout"]["mode"] is None and streamed["workload_id"] != resident["workload_id"]
+    assert resident["point"]["layout"]["mode"] == "resident" and streamed["workload_id"] != resident["workload_id"]
+    # the resident row is the very workload `measure train` records: results of the engines one query apart
+    from llmbench.measure.options import RunOptions
+    from llmbench.measure.suites import resolve_workload
+    w = resolve_workload(S(layers=2, batch=2, seq=16)[0], torch.device("cpu"), RunOptions(device="cpu"))
+    assert resident["workload_id"] == w.id()
+    assert streamed["workload_id"] == w.with_(mode="weight_streaming").id()
     for key in ("resident_tokens_per_s", "streamed_tokens_per_s", "ratio", "max_rel_loss_diff",
                 "device_weight_bytes_peak", "layer_weight_bytes"):
         assert key in out
@@ -265,10 +300,11 @@ def test_accelerator_code_path_runs_with_stub_streams(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, s: None)
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self.clone())
     monkeypatch.setattr(torch, "get_device_module", lambda device=None: StubModule)
-    cfg = StreamConfig(model="tiny", layers=3, batch=2, seq=16)
-    spec = resolve_spec(cfg)
+    w, opts = S(model="tiny", layers=3, batch=2, seq=16, precision="fp32")
+    cfg, spec = StreamRun.of(w, opts), w.spec()
     skel = build_model(spec, meta=True)
-    store = ParameterStore.create("ram", initial_groups(spec, 0, skel), adam=AdamConfig())
+    store = ParameterStore.create("ram", initial_groups(spec, 0, skel),
+                                  adam=AdamConfig(lr=cfg.lr, **MEASURE_ADAMW))  # ResidentTrainer's
     ex = exm.StreamingExecutor(skel, store, device=torch.device("cpu"))
     monkeypatch.setattr(ex, "_accel", True)
     ex._mod, ex._side, ex._grad_stream = StubModule, Stub(), Stub()

@@ -23,9 +23,10 @@ def _train(store, steps, *extra, env=None):
 @pytest.fixture(scope="module")
 def reference():
     """The uninterrupted run (in process: the same ops as the subprocesses, so the same floats)."""
-    from llmbench.streaming.run import StreamConfig, run_train
+    from llmbench.streaming.config import workload_and_options as S
+    from llmbench.streaming.run import run_train
 
-    return run_train(StreamConfig(model="tiny", layers=3, batch=2, seq=16, steps=12))["loss"]
+    return run_train(*S(model="tiny", layers=3, batch=2, seq=16, steps=12))["loss"]
 
 
 def test_injected_kill_then_resume_equals_uninterrupted(tmp_path, reference):

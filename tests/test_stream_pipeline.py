@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from llmbench.errors import BadInput
-from llmbench.streaming.config import PipelineConfig, resolve_spec
+from llmbench.streaming.config import PipelineConfig
+from llmbench.streaming.pipeline import spec_of
 from llmbench.streaming.pipeline import reference_generate, run_pipeline
 from llmbench.streaming.pipeplan import (
     check_fits, head_layers_of, max_batch_x_context, plan_stages, stage_layers)
@@ -60,7 +61,7 @@ def test_pipelined_tokens_equal_single_process_greedy_decoding(stages, reference
     assert out["stages"] == out["micro_batches"] == stages
     assert out["tokens"] == reference
     layers = [s["layers"] for s in out["stage_memory"]]
-    head = head_layers_of(resolve_spec(PipelineConfig(**LLAMA), seq=14), "decode")
+    head = head_layers_of(spec_of(PipelineConfig(**LLAMA), 14), "decode")
     assert layers == [[r.start, r.stop] for r in stage_layers(4, stages, head)]
     for s in out["stage_memory"]:
         assert s["weight_bytes"] == s["planned_weight_bytes"]
@@ -77,7 +78,7 @@ def test_tied_gpt_one_stage_shares_the_token_matrix():
 
 
 def test_plan_tied_last_stage_keeps_its_own_token_matrix_and_the_budget():
-    spec = resolve_spec(PipelineConfig(model="tiny"), seq=24)
+    spec = spec_of(PipelineConfig(model="tiny"), 24)
     one = plan_stages(spec, stages=1, micro_batch=4, micro_batches=1, context=24, precision="fp32")
     two = plan_stages(spec, stages=2, micro_batch=2, micro_batches=2, context=24, precision="fp32")
     V, d = spec.vocab_size, spec.d_model
@@ -98,7 +99,7 @@ def test_plan_tied_last_stage_keeps_its_own_token_matrix_and_the_budget():
 def test_layer_split_even_or_balanced_for_the_lm_head():
     assert [len(r) for r in stage_layers(7, 3)] == [3, 2, 2]
     assert [len(r) for r in stage_layers(5, 3)] == [2, 2, 1]
-    gpt2 = resolve_spec(PipelineConfig(model="gpt2-small"), seq=160)
+    gpt2 = spec_of(PipelineConfig(model="gpt2-small"), 160)
     head = head_layers_of(gpt2, "decode")  # 50,257 x 768 weights: 5.4 layers of GPT-2 small
     assert 5.4 < head < 5.5 and head_layers_of(gpt2, "layers") == 0
     assert [len(r) for r in stage_layers(12, 2, head)] == [9, 3]

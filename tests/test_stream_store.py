@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from llmbench.errors import BadInput
-from llmbench.streaming.config import StreamConfig
+from llmbench.streaming.config import workload_and_options as S
 from llmbench.streaming.run import run_train
 from llmbench.streaming.store import AdamConfig, ParameterStore
 
@@ -48,12 +48,12 @@ def test_two_runs_in_one_process_conflict_too(tmp_path):
 
 def test_existing_store_needs_resume_or_overwrite(tmp_path):
     cfg = dict(model="tiny", layers=2, batch=2, seq=16, store=f"disk:{tmp_path}")
-    run_train(StreamConfig(**cfg, steps=2))
+    run_train(*S(**cfg, steps=2))
     with pytest.raises(BadInput, match="holds a run at step 2; pass --resume .* or --overwrite"):
-        run_train(StreamConfig(**cfg, steps=3))
+        run_train(*S(**cfg, steps=3))
     assert json.loads((tmp_path / "manifest.json").read_text())["step"] == 2  # untouched
     (tmp_path / "notes.txt").write_text("mine")
-    again = run_train(StreamConfig(**cfg, steps=1, overwrite=True))
+    again = run_train(*S(**cfg, steps=1, overwrite=True))
     assert again["start_step"] == 0 and len(again["loss"]) == 1
     assert (tmp_path / "notes.txt").read_text() == "mine"  # only the store's files were replaced
 

@@ -1,6 +1,6 @@
 """The wafer-scale execution designs as runtimes on torch (docs/stream.md).
 
-Weight streaming (Cerebras MemoryX/SwarmX): `config` (StreamConfig, Tier; no torch), `store`
+Weight streaming (Cerebras MemoryX/SwarmX): `config` (StreamOptions, StreamRun, Tier; no torch), `store`
 (ParameterStore) and `storedir` (its locked, validated directory), `executor` (StreamingExecutor),
 `precision` (mixed-precision policy, loss scaling), `comm` (SwarmComm, data parallel), `sparse`
 (sparse streaming), `trainers` (streamed and resident trainers, initial weights, data), `run` (the

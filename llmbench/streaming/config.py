@@ -1,12 +1,15 @@
 """What a weight-streaming run and a pipelined inference run are asked to do (no torch).
 
-    from llmbench.streaming.config import StreamConfig, PipelineConfig, Tier
-    cfg = StreamConfig(model="tiny", store="disk:~/st", precision="bf16")   # store parsed once
-    cfg.store            # Tier(kind='disk', path=PosixPath('/home/me/st'))
+    from llmbench.streaming.config import StreamOptions, stream_workload
+    w = stream_workload("tiny", layers=2, batch=8, seq_len=64)   # a point.Workload; batch is global
+    opts = StreamOptions(store="disk:~/st", steps=20)            # store parsed once into a Tier
+    opts.store           # Tier(kind='disk', path=PosixPath('/home/me/st'))
 
-`StreamConfig` drives `llmbench stream train|compare` (llmbench/streaming/run.py),
-`PipelineConfig` drives the pipelined inference (llmbench/streaming/pipeline.py). Each default is
-declared here once: the CLI reads the defaults from these dataclasses (`defaults(StreamConfig)`).
+`stream train|compare` take a Workload (what runs: model, resize, global batch, seq_len,
+precision, sparsity, Layout.recompute) and `StreamOptions` (how: store, prefetch, steps, lr,
+seed, budget), as `measure` takes a Workload and RunOptions; `StreamRun.of` derives what one rank
+runs. `PipelineConfig` drives the pipelined inference (llmbench/streaming/pipeline.py). Every
+field carries its CLI metadata (point.opt); each default is declared here once.
 Importing this module imports no torch (tests/test_stream_config.py checks it in a subprocess).
 Bad values raise `llmbench.errors.BadInput` with one line naming the option.
 """
@@ -17,11 +20,14 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from llmbench.errors import BadInput
+from llmbench.point import _check_fields, opt
 
 #: precisions of the weights streamed to (and the compute on) the device; masters stay fp32
 PRECISIONS = ("fp32", "bf16", "fp16")
-#: the tiny test model: GPT-2 shape, 4 layers, width 64, vocab 256
-TINY = dict(n_layers=4, d_model=64, n_heads=4, n_kv_heads=0, d_ff=0, vocab_size=256, max_seq_len=128)
+#: the largest --layers/--width/--heads/--vocab taken (beyond any model built: a typo, not a model)
+RESIZE_HIGH = {"layers": 100_000, "width": 2 ** 20, "heads": 2 ** 16, "vocab": 2 ** 24}
+#: the tiny test model as a resize of GPT-2 small: 4 layers, width 64, 4 heads, vocab 256
+TINY = dict(n_layers=4, d_model=64, n_heads=4, vocab_size=256, max_seq_len=128)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,73 +79,40 @@ def _overrides(cfg) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StreamConfig:
-    """One `stream train` / `stream compare` run."""
+class StreamOptions:
+    """How a `stream train` / `stream compare` runs (what it runs is the Workload, llmbench/point.py),
+    as measure's RunOptions (measure/options.py): results are keyed without these."""
 
-    model: str = "tiny"
-    """a preset name, or `tiny` (GPT-2 shape, 4 layers, width 64, vocab 256)"""
-    layers: int | None = None
-    """override n_layers (layers)"""
-    width: int | None = None
-    """override d_model (elements; d_ff becomes 4 x width)"""
-    heads: int | None = None
-    """override n_heads (heads)"""
-    vocab: int | None = None
-    """override vocab_size (tokens)"""
-    batch: int = 8
-    """sequences per optimizer step, per rank"""
-    seq: int = 64
-    """tokens per sequence"""
-    steps: int = 20
-    """total training steps (a resumed run continues up to this step)"""
-    store: Tier = field(default_factory=Tier)
-    """where the fp32 masters and Adam state live: `ram` or `disk:PATH` (a string is parsed)"""
-    device: str = "cpu"
-    """cpu | cuda | cuda:1 | auto ... (llmbench.measure.device.resolve)"""
-    precision: str = "fp32"
-    """fp32 | bf16 | fp16: dtype of the weights streamed to the device and of its compute; the
-    store keeps fp32 masters and fp32 Adam moments, gradients reach the store in fp32"""
-    prefetch: int = 1
-    """layers loaded ahead of the one computing (layers)"""
-    sparsity: float = 0.0
-    """fraction of each weight matrix pruned by magnitude at step 0 and kept at zero (0 to <1)"""
-    device_memory_budget_bytes: int | None = None
-    """bytes the run may use on the device (weights, gradients, activations); None: no limit"""
-    resume: bool = False
-    """continue from the disk store's last committed step"""
-    overwrite: bool = False
-    """replace an existing store at the disk path (without it, an existing store is refused)"""
-    recompute: bool = False
-    """keep only each block's input on the device; recompute the block's forward in the backward"""
-    lr: float = 1e-3
-    """AdamW learning rate (dimensionless)"""
-    seed: int = 0
-    """seed of the initial weights and of the synthetic data"""
-    warmup_steps: int = 1
-    """steps left out of tokens_per_s (reported as warmup_s)"""
-    check_ranks: bool = False
-    """data parallel: hash every layer's weights on every rank, every step"""
-    loss_scale_init: float = 2.0 ** 16
-    """fp16 only: initial dynamic loss scale (torch.amp.GradScaler's init_scale)"""
-    loss_scale_growth_interval: int = 2000
-    """fp16 only: steps without overflow before the scale doubles (GradScaler's growth_interval)"""
+    device: str = field(default="auto", metadata=opt(
+        "torch device: auto (the accelerator if any), cpu, cuda, cuda:1 ..."))
+    store: Tier = field(default_factory=Tier, metadata=opt(
+        "where the fp32 masters and Adam moments live: ram | disk:PATH"))
+    prefetch: int = field(default=1, metadata=opt(
+        "layers loaded ahead of the one computing", unit="layers", low=0, integer=True))
+    steps: int = field(default=20, metadata=opt(
+        "train: optimizer steps in all (a resumed run continues up to this step); compare: timed "
+        "step pairs after the warm-up", low=1, integer=True))
+    warmup_steps: int = field(default=1, metadata=opt(
+        "steps left out of the figures (compare: pairs run before the timed ones)", low=0, integer=True))
+    lr: float = field(default=1e-3, metadata=opt("AdamW learning rate", low=0.0))
+    seed: int = field(default=0, metadata=opt("seed of the initial weights and of the data", low=0, integer=True))
+    device_memory_budget_bytes: int | None = field(default=None, metadata=opt(
+        "bytes the run may use on the device; over it: exit 2", unit="bytes", flag="--device-memory-budget",
+        low=1, integer=True))
+    resume: bool = field(default=False, metadata=opt("continue from the disk store's last committed step"))
+    overwrite: bool = field(default=False, metadata=opt("replace an existing store at the --store path"))
+    check_ranks: bool = field(default=False, metadata=opt(
+        "data parallel: hash every layer's weights on every rank, every step"))
+    loss_scale_init: float = field(default=2.0 ** 16, metadata=opt(
+        "fp16: initial dynamic loss scale (GradScaler's init_scale)", low=1.0))
+    loss_scale_growth_interval: int = field(default=2000, metadata=opt(
+        "fp16: steps without overflow before the scale doubles", low=1, integer=True))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "store", Tier.parse(self.store))
-        _positive(self, ("batch", "seq", "steps", "loss_scale_growth_interval"))
-        _overrides(self)
-        if not isinstance(self.prefetch, int) or self.prefetch < 0:
-            raise BadInput(f"--prefetch must be >= 0, got {self.prefetch!r}")
-        if not 0.0 <= self.sparsity < 1.0:
-            raise BadInput(f"--sparsity must be in [0, 1), got {self.sparsity}")
-        if self.device_memory_budget_bytes is not None and not self.device_memory_budget_bytes > 0:
-            raise BadInput("--device-memory-budget must be a positive number of bytes")
+        _check_fields(self)
         if not (self.lr > 0 and self.lr < float("inf")):
             raise BadInput(f"--lr must be a positive finite number, got {self.lr}")
-        if not (1.0 <= self.loss_scale_init < float("inf")):
-            raise BadInput(f"--loss-scale-init must be a finite number >= 1, got {self.loss_scale_init}")
-        if self.warmup_steps < 0:
-            raise BadInput(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
         if self.resume and self.store.kind != "disk":
             raise BadInput("--resume needs a disk store (--store disk:PATH)")
         if self.resume and self.overwrite:
@@ -147,41 +120,91 @@ class StreamConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StreamRun:
+    """What one rank runs, derived from a resolved Workload and StreamOptions by `StreamRun.of`
+    (never by hand): the per-rank batch of the global one, and the options the trainers read."""
+
+    batch: int
+    """sequences per step on this rank: the Workload's global batch / ranks (Workload.micro_steps)"""
+    seq: int
+    precision: str
+    sparsity: float
+    recompute: bool
+    """Layout.recompute == "full": keep each block's input only, run its forward again in the backward"""
+    device: str
+    store: Tier
+    prefetch: int
+    steps: int
+    warmup_steps: int
+    lr: float
+    seed: int
+    device_memory_budget_bytes: int | None
+    resume: bool
+    overwrite: bool
+    check_ranks: bool
+    loss_scale_init: float
+    loss_scale_growth_interval: int
+
+    @classmethod
+    def of(cls, w, opts: StreamOptions, world: int = 1) -> "StreamRun":
+        """From a Workload resolved for the run (precision set) and its options; BadInput for what
+        the streaming runtime does not run (grad accumulation, selective recompute, other precisions)."""
+        micro, accum = w.micro_steps(world)
+        if accum != 1:
+            raise BadInput(f"stream runs one micro-step per optimizer step; batch {w.batch} over "
+                           f"{world} ranks asks grad_accum {accum}")
+        if w.precision not in PRECISIONS:
+            raise BadInput(f"stream runs precision {', '.join(PRECISIONS)}, not {w.precision}")
+        if w.layout.recompute not in (None, "none", "full"):
+            raise BadInput(f"stream recomputes whole blocks (--recompute full) or none, not {w.layout.recompute}")
+        return cls(batch=micro, seq=w.seq_len, precision=w.precision, sparsity=w.sparsity,
+                   recompute=w.layout.recompute == "full",
+                   **{f.name: getattr(opts, f.name) for f in fields(StreamOptions)})
+
+
+def stream_workload(model: str = "tiny", *, layers: int | None = None, width: int | None = None,
+                    heads: int | None = None, vocab: int | None = None, **kw):
+    """A training Workload of `model` ('tiny': GPT-2 small resized to TINY) with the stream CLI's
+    shorthand size overrides as `resize` (d_ff and the KV heads follow, models.spec.resize)."""
+    from llmbench.point import Workload
+
+    resize = dict(TINY) if model == "tiny" else {}
+    resize.update({k: v for k, v in (("n_layers", layers), ("d_model", width), ("n_heads", heads),
+                                     ("vocab_size", vocab)) if v is not None})
+    kw = {"suite": "train", "batch": 8, "seq_len": 64, **kw}
+    return Workload(model="gpt2-small" if model == "tiny" else model, resize=resize, **kw)
+
+
+@dataclass(frozen=True, kw_only=True)
 class PipelineConfig:
     """One pipelined inference run: layers split over the ranks of `torchrun`, weights and KV cache
     resident on each stage, requests micro-batched so that every stage works every step."""
 
-    model: str = "tiny"
-    """a preset name, or `tiny`"""
-    layers: int | None = None
-    """override n_layers (layers)"""
-    width: int | None = None
-    """override d_model (elements)"""
-    heads: int | None = None
-    """override n_heads (heads)"""
-    vocab: int | None = None
-    """override vocab_size (tokens)"""
-    batch: int = 4
-    """concurrent requests (sequences), split into micro-batches"""
-    micro_batches: int | None = None
-    """micro-batches in flight; None: one per stage (every stage busy every step)"""
-    prompt_len: int = 16
-    """input tokens per request"""
-    gen_len: int = 8
-    """generated tokens per request (greedy)"""
-    device: str = "cpu"
-    """cpu | cuda | auto ...; under torchrun each rank takes device index LOCAL_RANK"""
-    precision: str = "fp32"
-    """fp32 | bf16 | fp16: weights, KV cache and activations"""
-    seed: int = 0
-    """seed of the weights (the same per-group initialiser as training) and of the prompts"""
-    stage_memory_budget_bytes: int | None = None
-    """bytes each stage may hold (weights + KV cache + activations); None: no limit"""
-    balance: str = "layers"
-    """layer split: `decode` (the last stage takes fewer layers for the LM head it also runs, whose
-    (V x d) matrix every generated token reads) | `layers` (layers split evenly)"""
-    warmup_runs: int = 1
-    """whole generations run (and discarded) before the timed one"""
+    model: str = field(default="tiny", metadata=opt("preset name, or 'tiny' (GPT-2 small resized: 4 layers, width 64, vocab 256)"))
+    layers: int | None = field(default=None, metadata=opt("resize: n_layers", low=1, high=RESIZE_HIGH["layers"], integer=True))
+    width: int | None = field(default=None, metadata=opt("resize: d_model (d_ff follows)", low=1, high=RESIZE_HIGH["width"], integer=True))
+    heads: int | None = field(default=None, metadata=opt("resize: n_heads", low=1, high=RESIZE_HIGH["heads"], integer=True))
+    vocab: int | None = field(default=None, metadata=opt("resize: vocab_size", low=1, high=RESIZE_HIGH["vocab"], integer=True))
+    batch: int = field(default=4, metadata=opt(
+        "concurrent requests, split into micro-batches", unit="sequences", low=1, integer=True))
+    micro_batches: int | None = field(default=None, metadata=opt(
+        "micro-batches in flight (default: one per stage, every stage busy every step)", low=1, integer=True))
+    prompt_len: int = field(default=16, metadata=opt("input tokens per request", unit="tokens", low=1, integer=True))
+    gen_len: int = field(default=8, metadata=opt("generated tokens per request (greedy)", unit="tokens",
+                                                 low=1, integer=True))
+    device: str = field(default="cpu", metadata=opt(
+        "torch device: cpu, cuda, auto ...; under torchrun each rank takes device index LOCAL_RANK"))
+    precision: str = field(default="fp32", metadata=opt(
+        "weights, KV cache and activations", choices=PRECISIONS))
+    seed: int = field(default=0, metadata=opt(
+        "seed of the weights (the training initialiser) and of the prompts", low=0, integer=True))
+    stage_memory_budget_bytes: int | None = field(default=None, metadata=opt(
+        "bytes each stage may hold (weights + KV cache + activations)", unit="bytes",
+        flag="--stage-memory-budget", low=1, integer=True))
+    balance: str = field(default="layers", metadata=opt(
+        "layer split: layers (even) | decode (the last stage, which also runs the LM head, takes fewer)",
+        choices=("layers", "decode")))
+    warmup_runs: int = field(default=1, metadata=opt("untimed generations first", low=0, integer=True))
 
     def __post_init__(self) -> None:
         _positive(self, ("batch", "prompt_len", "gen_len"))
@@ -207,45 +230,20 @@ def defaults(cls) -> dict:
     return out
 
 
-def resolve_spec(cfg, seq: int | None = None):
-    """The ModelSpec of `model` with the layers/width/heads/vocab overrides, long enough for `seq`
-    tokens (a `tiny` or rotary model grows its max_seq_len; a learned-position preset refuses)."""
-    from llmbench.models import get_model
-
-    spec = get_model("gpt2-small").with_(name="tiny", **TINY) if cfg.model == "tiny" else get_model(cfg.model)
-    changes = {}
-    if cfg.layers is not None:
-        changes["n_layers"] = cfg.layers
-    if cfg.width is not None:
-        changes.update(d_model=cfg.width, d_ff=0)
-    if cfg.heads is not None:
-        changes.update(n_heads=cfg.heads, n_kv_heads=0)
-    if cfg.vocab is not None:
-        changes["vocab_size"] = cfg.vocab
-    seq = cfg.seq if seq is None else seq
-    if seq > spec.max_seq_len:
-        if spec.position == "learned" and cfg.model != "tiny":
-            raise BadInput(f"--seq {seq} exceeds {spec.name}'s max_seq_len {spec.max_seq_len}")
-        changes["max_seq_len"] = seq
+def check_causal_lm(spec) -> None:
+    """The stream runtimes train and generate causal LMs only."""
     if spec.head != "lm" or not spec.causal:
         raise BadInput(f"stream runs causal LMs; {spec.name} has a {spec.head!r} head")
-    try:
-        return spec.with_(**changes) if changes else spec
-    except ValueError as e:
-        raise BadInput(str(e)) from None
 
 
-def workload_model(cfg) -> tuple[str, dict]:
-    """(model, resize) of the point vocabulary (llmbench.point.Workload) for a run's model and its
-    overrides: `Workload(model=..., resize=...).spec()` has the shape resolve_spec builds (the tiny
-    model is GPT-2 small resized; an overridden width keeps d_ff = 4 x width, as resolve_spec)."""
-    resize = {k: v for k, v in TINY.items() if v} if cfg.model == "tiny" else {}
-    if cfg.layers is not None:
-        resize["n_layers"] = cfg.layers
-    if cfg.width is not None:
-        resize.update(d_model=cfg.width, d_ff=4 * cfg.width)
-    if cfg.heads is not None:
-        resize.update(n_heads=cfg.heads, n_kv_heads=cfg.heads)
-    if cfg.vocab is not None:
-        resize["vocab_size"] = cfg.vocab
-    return ("gpt2-small" if cfg.model == "tiny" else cfg.model), resize
+def workload_and_options(*, model: str = "tiny", layers=None, width=None, heads=None, vocab=None,
+                         batch: int = 8, seq: int = 64, precision: str | None = None, sparsity: float = 0.0,
+                         recompute: bool = False, **options):
+    """(Workload, StreamOptions) from one flat set of keywords, the CLI's names (scripts and tests:
+    `workload_and_options(model="tiny", layers=2, batch=4, seq=16, steps=3, device="cpu")`)."""
+    from llmbench.point import Layout
+
+    options.setdefault("device", "cpu")
+    w = stream_workload(model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch, seq_len=seq,
+                        precision=precision, sparsity=sparsity, layout=Layout(recompute="full" if recompute else None))
+    return w, StreamOptions(**options)

@@ -160,7 +160,8 @@ class StreamingExecutor:
     def reset_stats(self) -> None:
         self.stats = {"weight_bytes_in": 0, "grad_bytes_out": 0, "stream_wait_s": 0.0,
                       "optimizer_wait_s": 0.0, "optimizer_busy_s": 0.0, "steps": 0,
-                      "skipped_steps": 0}
+                      "skipped_steps": 0, "fetch_busy_s": 0.0, "forward_s": 0.0, "backward_s": 0.0,
+                      "reduce_s": 0.0}
         self.digests: list[str] = []
 
     # ------------------------------------------------------------ the loader (store -> device)
@@ -178,7 +179,10 @@ class StreamingExecutor:
                     self._permits.acquire()
                 if phase == "bwd":
                     self._released[group].wait()
-                self._ready.put((group, self._materialise(group, self._flats.get(group) if phase == "bwd" else None)))
+                t0 = time.perf_counter()
+                got = self._materialise(group, self._flats.get(group) if phase == "bwd" else None)
+                self.stats["fetch_busy_s"] += time.perf_counter() - t0  # one loader: no race
+                self._ready.put((group, got))
             except BaseException as e:  # hand it to the main thread
                 self._ready.put((group, e))
 
@@ -293,7 +297,9 @@ class StreamingExecutor:
         mask = self._mask_dev.get(group)
         payload = grad[mask] if mask is not None else grad
         if self.comm is not None:  # an fp32 sum, on the device (NCCL needs device tensors)
+            t0 = time.perf_counter()
             payload = self.comm.reduce_mean(payload.float())
+            self.stats["reduce_s"] += time.perf_counter() - t0
         event = None
         if self._accel and self.owner:
             compute = self._mod.current_stream(self.device)
@@ -340,6 +346,7 @@ class StreamingExecutor:
             self._work.put(item)
         m = self.model
         scale = self._loss_scale()
+        t0, waited = time.perf_counter(), self._waited()
         ends = self._take("ends")
         x0 = functional_call(m.embedding, self._views("embed", {"ends": ends}), (idx,))
         x, acts = x0.detach(), []
@@ -358,6 +365,7 @@ class StreamingExecutor:
         logits = functional_call(m.head_module, self._views("head", {"ends": ends}), (h,))
         loss = m.loss(logits, targets)
         del logits
+        t0, waited = self._phase("forward_s", t0, waited), self._waited()
         self._backward(loss * scale if scale is not None else loss, ends,
                        grad_bytes=self.numel["ends"] * self.elsize)
         grad = h.grad
@@ -376,7 +384,19 @@ class StreamingExecutor:
         self._backward(x0, None, grad)
         self._grad_out("ends", ends)
         self._free_weights("ends", ends)
+        self._phase("backward_s", t0, waited)
         return self._finish_step(loss.detach())
+
+    def _waited(self) -> float:
+        """seconds so far that the main thread waited (weights, optimizer) or reduced"""
+        st = self.stats
+        return st["stream_wait_s"] + st["optimizer_wait_s"] + st["reduce_s"]
+
+    def _phase(self, name: str, t0: float, waited: float) -> float:
+        """Add the compute time since t0 (the wall time less the waits in it) to stats[name]."""
+        now = time.perf_counter()
+        self.stats[name] += now - t0 - (self._waited() - waited)
+        return now
 
     def _loss_scale(self) -> float | None:
         """fp16: this step's loss scale, rank 0's (its store keeps the scaler), on every rank."""

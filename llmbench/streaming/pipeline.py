@@ -34,8 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 from llmbench.errors import BadInput
-from llmbench.point import check_positions
-from llmbench.streaming.config import PipelineConfig, resolve_spec
+from llmbench.streaming.config import PipelineConfig, check_causal_lm, stream_workload
 from llmbench.streaming.executor import DTYPES
 from llmbench.streaming.pipeplan import (
     check_fits, head_layers_of, max_batch_x_context, plan_stages, stage_layers)
@@ -162,19 +161,12 @@ def _generate(stage: Stage, spec, cfg: PipelineConfig, prompts, caches, M: int, 
 # ---------------------------------------------------------------- the run
 
 def _setup(cfg: PipelineConfig):
-    """(rank, world, device): torchrun's environment, or one stage."""
-    from llmbench.measure import device as dev
+    """(rank, world, device): torchrun's environment with its process group started by measure's
+    set-up (one backend rule, measure/device.backend), or one stage."""
+    from llmbench.measure.train import setup_distributed
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    device = dev.resolve(cfg.device)
-    if world == 1:
-        return 0, 1, device
-    if device.type != "cpu":
-        device = dev.resolve(f"{device.type}:{int(os.environ.get('LOCAL_RANK', '0'))}")
-        dev.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group(backend=dev.backend(device))
-    return dist.get_rank(), dist.get_world_size(), device
+    device, world, rank = setup_distributed(cfg.device)
+    return rank, world, device
 
 
 def prompts_of(spec, cfg: PipelineConfig) -> torch.Tensor:
@@ -187,14 +179,14 @@ def prompts_of(spec, cfg: PipelineConfig) -> torch.Tensor:
 def run_pipeline(cfg: PipelineConfig) -> dict:
     """Run one pipelined generation on this rank (after `warmup_runs` untimed ones); every rank
     returns the whole result (gathered), with its own "rank"."""
-    check_positions(resolve_spec(cfg, seq=1), cfg.prompt_len + cfg.gen_len)  # the model's own, before allocating
+    spec_of(cfg, cfg.prompt_len + cfg.gen_len)  # the model's positions checked (Workload.spec), before allocating
     rank, world, device = _setup(cfg)
     M = cfg.micro_batches or world
     if cfg.batch % M:
         raise BadInput(f"--batch {cfg.batch} must split into {M} micro-batches (one per stage by "
                        "default): use a multiple of it, or --micro-batches")
     context = cfg.prompt_len + cfg.gen_len
-    spec = resolve_spec(cfg, seq=context)
+    spec = spec_of(cfg, context)
     plans = plan_stages(spec, stages=world, micro_batch=cfg.batch // M, micro_batches=M,
                         context=context, precision=cfg.precision, prompt_len=cfg.prompt_len,
                         balance=cfg.balance)
@@ -291,16 +283,21 @@ def workload_of(cfg: PipelineConfig, world: int, device):
     """The run as a Workload (llmbench.point): infer on this machine's hardware, `world` devices,
     mode sram_pipeline; measured and predicted results of the run share it."""
     from llmbench.measure import device as dev
-    from llmbench.point import Layout, Workload, hardware_for_device
-    from llmbench.streaming.config import workload_model
+    from llmbench.point import Layout, hardware_for_device
 
-    model, resize = workload_model(cfg)
-    resize["max_seq_len"] = max(resize.get("max_seq_len", 0), cfg.prompt_len + cfg.gen_len) or None
-    resize = {k: v for k, v in resize.items() if v}
-    return Workload(suite="infer", model=model, resize=resize,
-                    hardware=hardware_for_device(device.type, dev.device_name(device)),
-                    precision=cfg.precision, devices=world, batch=cfg.batch, seq_len=cfg.prompt_len,
-                    gen_len=cfg.gen_len, layout=Layout(mode="sram_pipeline"))
+    return stream_workload(cfg.model, layers=cfg.layers, width=cfg.width, heads=cfg.heads, vocab=cfg.vocab,
+                           suite="infer", hardware=hardware_for_device(device.type, dev.device_name(device)),
+                           precision=cfg.precision, devices=world, batch=cfg.batch, seq_len=cfg.prompt_len,
+                           gen_len=cfg.gen_len, layout=Layout(mode="sram_pipeline"))
+
+
+def spec_of(cfg: PipelineConfig, context: int):
+    """The ModelSpec the pipeline runs: its Workload's (resized, positions long enough for `context`)."""
+    w = stream_workload(cfg.model, layers=cfg.layers, width=cfg.width, heads=cfg.heads, vocab=cfg.vocab,
+                        suite="infer", batch=cfg.batch, seq_len=context)
+    spec = w.spec()
+    check_causal_lm(spec)
+    return spec
 
 
 def predicted(spec, cfg: PipelineConfig, world: int, device) -> dict | None:
@@ -322,7 +319,7 @@ def reference_generate(cfg: PipelineConfig) -> list[list[int]]:
     from llmbench.streaming.trainers import load_initial
 
     context = cfg.prompt_len + cfg.gen_len
-    spec = resolve_spec(cfg, seq=context)
+    spec = spec_of(cfg, context)
     model = build_model(spec, meta=True).to_empty(device="cpu")
     load_initial(model, spec, cfg.seed)
     model.to(DTYPES[cfg.precision])

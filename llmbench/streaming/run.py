@@ -1,25 +1,39 @@
 """Set-up and loops of `llmbench stream train` and `llmbench stream compare`.
 
-    llmbench stream train --model tiny --batch 8 --seq 64 --steps 20 --store disk:/tmp/st --json
-    llmbench stream compare --model tiny --layers 4 --width 256 --batch 8 --seq 256 --steps 6 --json
-    python -m torch.distributed.run --nproc-per-node 2 -m llmbench stream train --model tiny ...
+    from llmbench.streaming.config import StreamOptions, stream_workload
+    w = stream_workload("gpt2-small", batch=8, seq_len=256)      # a Workload; batch is global
+    out = run_compare(w, StreamOptions(device="cpu", steps=20))  # out["ratio"], out["ratio_p10"] ...
+    python -m torch.distributed.run --nproc-per-node 2 -m llmbench stream train --model tiny --batch 8
 
-`run_train(StreamConfig)` and `run_compare(StreamConfig)` return the result dicts the CLI prints;
-`record()` stores one in the results database. The trainers, the initial weights and the data are
-in trainers.py, the configuration in config.py.
+`run_train(Workload, StreamOptions)` and `run_compare(Workload, StreamOptions)` return the result
+dicts the CLI prints; `record()` stores one in the results database. The Workload is resolved as
+`measure train` resolves it (measure/suites.resolve_workload: hardware, precision, devices = the
+torchrun world, micro-batch = global batch / ranks), then takes mode weight_streaming: a stream row
+and a `measure train` row of one workload differ in the mode only. `stream compare`'s resident
+side is `measure train`'s own step (measure/train.py: build_model, fused AdamW, autocast),
+interleaved step by step with the streamed one. The trainers, initial weights and data are in
+trainers.py, the options in config.py.
 """
 from __future__ import annotations
 
-import gc
 import os
 import statistics
 import time
 
 from llmbench.errors import BadInput
 from llmbench.footprint import STORE_SLOTS
-from llmbench.streaming.config import StreamConfig, resolve_spec  # noqa: F401  (re-exported)
-from llmbench.streaming.memory import bound_heap, peak_rss_bytes, release_freed_memory
-from llmbench.streaming.trainers import ResidentTrainer, StreamedTrainer, make_batch
+from llmbench.streaming.config import StreamOptions, StreamRun, check_causal_lm
+from llmbench.streaming.memory import bound_heap, peak_rss_bytes
+from llmbench.streaming.trainers import StreamedTrainer, check_resident_fits, make_batch
+
+#: the executor's per-step phase times (s) that `--json` reports, and what each one is
+PHASES = {"fetch_s": "loader thread: store -> device copies (overlapped with compute unless exposed)",
+          "forward_s": "forward compute on the main thread, waits excluded",
+          "backward_s": "backward compute on the main thread, waits and reductions excluded",
+          "reduce_s": "data parallel: gradient reductions to rank 0",
+          "optimizer_s": "store-side AdamW on its worker thread (overlapped unless exposed)",
+          "exposed_stream_wait_s": "compute waiting for a layer's weights",
+          "exposed_optimizer_wait_s": "compute waiting for the store-side optimizer"}
 
 
 def _timed(fn, device):
@@ -39,30 +53,45 @@ def _throughput(times: list[float], tokens: int, warmup: int) -> tuple[float, fl
     return tokens / step_s, step_s
 
 
+def resolve(w, opts: StreamOptions):
+    """(device, world, rank, Workload as it runs): the process group started by measure's set-up
+    (measure/train.setup_distributed: one backend rule), the Workload resolved by measure's rule
+    (measure/suites.resolve_workload), mode weight_streaming."""
+    from llmbench.measure.options import RunOptions
+    from llmbench.measure.suites import resolve_workload
+    from llmbench.measure.train import setup_distributed
+
+    if w.suite != "train":
+        raise BadInput(f"stream train and compare run the train suite, not {w.suite}")
+    if w.layout.mode not in (None, "weight_streaming"):
+        raise BadInput(f"stream train runs mode weight_streaming, not {w.layout.mode}")
+    device, world, rank = setup_distributed(opts.device)
+    resolved = resolve_workload(w.with_(mode=None), device, RunOptions(device=opts.device))
+    return device, world, rank, resolved.with_(mode="weight_streaming")
+
+
 # ---------------------------------------------------------------- commands
 
-def run_train(cfg: StreamConfig) -> dict:
-    from llmbench.measure import device as dev
+def run_train(w, opts: StreamOptions) -> dict:
     from llmbench.models.counting import param_count
 
-    spec = resolve_spec(cfg)
+    device, world, rank, w = resolve(w, opts)
+    cfg = StreamRun.of(w, opts, world)
+    spec = w.spec()
+    check_causal_lm(spec)
     bound_heap()
-    comm, rank, world = None, 0, int(os.environ.get("WORLD_SIZE", "1"))
-    device = dev.resolve(cfg.device)
+    comm = None
     if world > 1:
         from llmbench.streaming.comm import SwarmComm
 
-        if device.type != "cpu":
-            device = dev.resolve(f"{device.type}:{int(os.environ.get('LOCAL_RANK', '0'))}")
-            dev.set_device(device)
         comm = SwarmComm(device)
-        rank = comm.rank
     tr = StreamedTrainer(spec, cfg, device, comm=comm)
     try:
         losses, times, digests = _train_loop(tr, spec, cfg, rank, world, comm)
     finally:
         tr.close()
     out = _train_metrics(tr, spec, cfg, losses, times, world, device, param_count(spec))
+    out["workload"] = w.to_dict()
     if comm is not None and cfg.check_ranks:
         per_rank = comm.gather_objects(digests)
         out["rank_digests"] = per_rank
@@ -103,7 +132,8 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
     store = tr.store
     return {
         "model": spec.name, "params": params, "n_layers": L, "d_model": spec.d_model,
-        "batch": cfg.batch, "seq": cfg.seq, "world_size": world, "tokens_per_step": tokens,
+        "batch": cfg.batch * world, "micro_batch": cfg.batch, "seq": cfg.seq, "world_size": world,
+        "tokens_per_step": tokens,
         "device": str(device), "store": str(cfg.store), "prefetch": cfg.prefetch,
         "sparsity": cfg.sparsity, "recompute": cfg.recompute, "precision": cfg.precision,
         "start_step": (store.step - len(losses)) if store is not None else 0,
@@ -119,6 +149,7 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
         "exposed_stream_s_per_step": st["stream_wait_s"] / n,
         "exposed_optimizer_s_per_step": st["optimizer_wait_s"] / n,
         "optimizer_s_per_step": st["optimizer_busy_s"] / n,
+        "phases_s_per_step": phases(st, n),
         "device_weight_bytes_peak": tr.ex.account.weight_bytes_peak,
         "device_grad_bytes_peak": tr.ex.account.grad_bytes_peak,
         "layer_weight_bytes": block_bytes, "embedding_weight_bytes": numel["ends"] * s,
@@ -130,101 +161,123 @@ def _train_metrics(tr, spec, cfg, losses, times, world, device, params) -> dict:
     }
 
 
-def run_compare(cfg: StreamConfig) -> dict:
-    """Resident and streamed training of the same model, same initial weights and data, one after
-    the other in one process: the resident trainer is freed before the streamed one is built, so
-    the process never holds two copies of the optimizer state. At its peak it holds the larger
-    of the resident state (16 bytes per parameter in fp32: weights, gradients, two Adam moments;
-    20 in bf16/fp16 with fp32 masters) and the RAM store (24 bytes per parameter: two slots of
-    fp32 weights and moments), plus one phase's activations and streamed layers."""
-    from llmbench.measure import device as dev
+def phases(stats: dict, steps: int) -> dict:
+    """Mean seconds per step of each phase of a streamed step (PHASES), from the executor's stats."""
+    keys = {"fetch_s": "fetch_busy_s", "forward_s": "forward_s", "backward_s": "backward_s",
+            "reduce_s": "reduce_s", "optimizer_s": "optimizer_busy_s",
+            "exposed_stream_wait_s": "stream_wait_s", "exposed_optimizer_wait_s": "optimizer_wait_s"}
+    return {k: stats[v] / max(steps, 1) for k, v in keys.items()}
 
-    if cfg.store.kind != "ram" or cfg.resume:
+
+class MeasureResident:
+    """`measure train`'s trainer (measure/train.py: build_model, make_adamw, its step with autocast
+    and GradScaler) on the streamed run's initial weights (trainers.load_initial) and batches."""
+
+    def __init__(self, spec, w, opts: StreamOptions, device, batches: list):
+        import torch
+
+        from llmbench.measure.sparsity import Sparsifier
+        from llmbench.measure.train import _step_fn, build_model, make_adamw
+        from llmbench.streaming.trainers import load_initial
+
+        torch.manual_seed(opts.seed)
+        self.model = build_model(spec, device=device)
+        load_initial(self.model, spec, opts.seed)
+        self.batches, self.device, self.losses = iter(batches), device, []
+        opt = make_adamw(self.model.parameters(), lr=opts.lr)
+        dense = Sparsifier.for_run(self.model, 0.0, "unstructured", device, w.micro_batch * w.seq_len)
+        self.step = _step_fn(self.model, self.model, opt, self, dense, w, ddp=False, losses=self.losses)
+
+    def next(self):
+        """measure's Batches interface: the next (inputs, targets) on the device"""
+        idx, tgt = next(self.batches)
+        return idx.to(self.device), tgt.to(self.device)
+
+
+def _pair(i, streamed, resident, batch, device) -> tuple[float, float, float, float]:
+    """(streamed loss, resident loss, streamed s, resident s) of step i; the side that goes first
+    alternates, so neither side always runs on caches the other warmed (or on a quieter machine)."""
+    first_streamed = i % 2 == 0
+    sides = [("s", lambda: streamed.step(*batch)), ("r", resident.step)]
+    got = {}
+    for name, fn in (sides if first_streamed else sides[::-1]):
+        got[name] = _timed(fn, device)
+    return got["s"][0], float(resident.losses[-1]), got["s"][1], got["r"][1]
+
+
+def run_compare(w, opts: StreamOptions) -> dict:
+    """Streamed and resident (`measure train`'s trainer) training of one Workload in one process,
+    same initial weights and data, step pairs interleaved: `warmup_steps` pairs, then `steps`
+    timed ones. The process holds both: the resident state (16 bytes per parameter in fp32) and
+    the RAM store (24: two slots of fp32 weights and moments), plus activations."""
+    if opts.store.kind != "ram" or opts.resume:
         raise BadInput("stream compare uses a RAM store and no --resume")
-    spec = resolve_spec(cfg)
-    device = dev.resolve(cfg.device)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise BadInput("stream compare runs in one process (its resident side is measure train's, unsharded)")
+    if w.sparsity:
+        raise BadInput("stream compare runs dense weights (stream train measures --sparsity)")
+    device, _, _, w = resolve(w, opts)
+    cfg = StreamRun.of(w, opts, 1)
+    spec = w.spec()
+    check_causal_lm(spec)
     bound_heap()
-    batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(cfg.steps)]
-    res = ResidentTrainer(spec, cfg, device)
-    resident_state = res.state_bytes
-    lr_, tr_ = _steps(res, batches, device)
-    skipped_resident = res.skipped_steps
-    del res
-    gc.collect()
-    release_freed_memory()
-    rss_resident = peak_rss_bytes()
+    n = opts.warmup_steps + opts.steps
+    batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(n)]
+    check_resident_fits(spec, cfg, device)  # before allocating: the resident side is the larger
+    resident = MeasureResident(spec, w.with_(mode="resident"), opts, device, batches)
     st = StreamedTrainer(spec, cfg, device)
     try:
-        ls_, ts_ = _steps(st, batches, device)
+        pairs = [_pair(i, st, resident, b, device) for i, b in zip(range(opts.warmup_steps), batches)]
+        st.ex.reset_stats()
+        pairs += [_pair(i, st, resident, b, device) for i, b in enumerate(batches) if i >= opts.warmup_steps]
     finally:
         st.close()
-    out = _compare_metrics(spec, cfg, device, st, (lr_, tr_), (ls_, ts_))
-    out.update(resident_state_bytes=resident_state, store_bytes=st.store.nbytes,
-               peak_rss_after_resident_bytes=rss_resident, peak_rss_bytes=peak_rss_bytes(),
-               resident_skipped_steps=skipped_resident, streamed_skipped_steps=st.store.skipped)
+    out = _compare_metrics(spec, w, opts, st, pairs)
+    out.update(store_bytes=st.store.nbytes, peak_rss_bytes=peak_rss_bytes(), workload=w.to_dict(),
+               streamed_skipped_steps=st.store.skipped)
     return out
 
 
-def _steps(trainer, batches, device) -> tuple[list[float], list[float]]:
-    losses, times = [], []
-    for idx, tgt in batches:
-        loss, dt = _timed(lambda: trainer.step(idx, tgt), device)
-        losses.append(loss)
-        times.append(dt)
-    return losses, times
+def _spread(values: list[float]) -> dict:
+    """median, p10, p90 and the interquartile range of a list"""
+    if len(values) < 2:
+        v = values[0] if values else float("nan")
+        return {"median": v, "p10": v, "p90": v, "iqr": 0.0}
+    q = statistics.quantiles(values, n=20, method="inclusive")  # q[1] p10, q[4] p25, q[14] p75, q[17] p90
+    return {"median": statistics.median(values), "p10": q[1], "p90": q[17], "iqr": q[14] - q[4]}
 
 
-def _compare_metrics(spec, cfg, device, st, resident, streamed) -> dict:
-    (lr_, tr_), (ls_, ts_) = resident, streamed
-    tokens = cfg.batch * cfg.seq
-    r_tps, r_step = _throughput(tr_, tokens, cfg.warmup_steps)
-    s_tps, s_step = _throughput(ts_, tokens, cfg.warmup_steps)
-    w = cfg.warmup_steps if cfg.steps > cfg.warmup_steps else 0
-    # other work on the machine slows steps at random: the ratio is the median over step pairs
-    # (resident step i, streamed step i), robust to a few slow steps; tokens/s use median step times
-    ratio = statistics.median(a / b for a, b in zip(tr_[w:], ts_[w:]))
-    extra_s = statistics.median(b - a for a, b in zip(tr_[w:], ts_[w:]))
+def _compare_metrics(spec, w, opts, st, pairs) -> dict:
+    ls_ = [p[0] for p in pairs]
+    lr_ = [p[1] for p in pairs]
+    timed = pairs[opts.warmup_steps:]
+    ts_, tr_ = [p[2] for p in timed], [p[3] for p in timed]
+    tokens = w.batch * w.seq_len
+    ratio = _spread([r / s for s, r in zip(ts_, tr_)])  # resident time / streamed time, per pair
+    r_step, s_step = statistics.median(tr_), statistics.median(ts_)
     rel = [abs(a - b) / abs(a) for a, b in zip(lr_, ls_)]
     L = spec.n_layers
     return {
-        "model": spec.name, "n_layers": L, "d_model": spec.d_model, "batch": cfg.batch,
-        "seq": cfg.seq, "steps": cfg.steps, "tokens_per_step": tokens, "device": str(device),
-        "prefetch": cfg.prefetch, "recompute": cfg.recompute, "precision": cfg.precision,
-        "resident_tokens_per_s": r_tps, "streamed_tokens_per_s": s_tps, "ratio": ratio,
-        # the ratio of the two medians above; `ratio` (median of per-pair ratios) is the robust one
-        "ratio_of_tokens_per_s": s_tps / r_tps,
-        "resident_step_s": r_step, "streamed_step_s": s_step, "streamed_extra_s_per_step": extra_s,
-        # the fastest step of each: the least disturbed by other load on a shared machine
-        "resident_step_min_s": min(tr_[w:]), "streamed_step_min_s": min(ts_[w:]),
-        "ratio_of_min_steps": min(tr_[w:]) / min(ts_[w:]),
+        "model": spec.name, "n_layers": L, "d_model": spec.d_model, "batch": w.batch,
+        "seq": w.seq_len, "steps": opts.steps, "pairs": len(timed), "warmup_steps": opts.warmup_steps,
+        "tokens_per_step": tokens, "device": str(st.device), "prefetch": opts.prefetch,
+        "recompute": w.layout.recompute == "full", "precision": w.precision,
+        "resident_tokens_per_s": tokens / r_step, "streamed_tokens_per_s": tokens / s_step,
+        "ratio": ratio["median"], "ratio_p10": ratio["p10"], "ratio_p90": ratio["p90"], "ratio_iqr": ratio["iqr"],
+        "ratio_of_tokens_per_s": r_step / s_step,
+        "resident_step_s": r_step, "streamed_step_s": s_step,
+        "streamed_extra_s_per_step": statistics.median(s - r for s, r in zip(ts_, tr_)),
         "resident_step_times_s": tr_, "streamed_step_times_s": ts_,
         "resident_loss": lr_, "streamed_loss": ls_, "max_rel_loss_diff": max(rel),
+        "phases_s_per_step": phases(st.ex.stats, len(timed)),
         "device_weight_bytes_peak": st.ex.account.weight_bytes_peak,
         "layer_weight_bytes": max(st.numel[f"block.{i}"] for i in range(L)) * st.ex.elsize,
         "embedding_weight_bytes": st.numel["ends"] * st.ex.elsize,
-        "streamed_bytes_per_step": (st.ex.stats["weight_bytes_in"] + st.ex.stats["grad_bytes_out"]) / cfg.steps,
-        "exposed_stream_s_per_step": st.ex.stats["stream_wait_s"] / cfg.steps,
-        "exposed_optimizer_s_per_step": st.ex.stats["optimizer_wait_s"] / cfg.steps,
+        "streamed_bytes_per_step": (st.ex.stats["weight_bytes_in"] + st.ex.stats["grad_bytes_out"]) / len(timed),
+        "exposed_stream_s_per_step": st.ex.stats["stream_wait_s"] / len(timed),
+        "exposed_optimizer_s_per_step": st.ex.stats["optimizer_wait_s"] / len(timed),
         "params": sum(st.numel.values()),
     }
-
-
-def workload_of(cfg: StreamConfig, out: dict, *, streamed: bool = True):
-    """The run as a Workload (llmbench.point): train on this machine's hardware, global batch over
-    the ranks, mode weight_streaming (streamed) or the plain resident layout (the compare's baseline)."""
-    from llmbench.measure import device as dev
-    from llmbench.point import Layout, Workload, hardware_for_device
-    from llmbench.streaming.config import workload_model
-
-    device = dev.resolve(out["device"])
-    model, resize = workload_model(cfg)
-    world = int(out.get("world_size", 1))
-    layout = Layout(mode="weight_streaming" if streamed else None,
-                    recompute="full" if cfg.recompute else None)
-    return Workload(suite="train", model=model, resize=resize,
-                    hardware=hardware_for_device(device.type, dev.device_name(device)),
-                    precision=cfg.precision, devices=world, batch=cfg.batch * world,
-                    seq_len=cfg.seq, sparsity=cfg.sparsity, layout=layout)
 
 
 def _metrics(out: dict, prefix: str = "") -> dict:
@@ -238,17 +291,20 @@ def _metrics(out: dict, prefix: str = "") -> dict:
     return {k: v for k, v in m.items() if v is not None}
 
 
-def record(db_path: str, cfg: StreamConfig, out: dict, *, study: str | None = None) -> list[str]:
+def record(db_path: str, out: dict, *, study: str | None = None) -> list[str]:
     """Store a `stream train` run (one row, mode weight_streaming) or a `stream compare` (two rows:
-    the streamed run and its resident baseline, each its own Workload) as `measured` results in the
-    results database; everything that is not a METRIC goes to environment["info"]. Returns the keys."""
+    the streamed run and its resident side, mode resident: the very Workload `measure train`
+    records) as `measured` results in the results database; everything that is not a METRIC goes
+    to environment["info"]. Returns the keys."""
     from llmbench.measure import device as dev
-    from llmbench.point import METRICS
+    from llmbench.point import METRICS, Workload
     from llmbench.results.store import ResultsDB
 
     env = {**dev.collect_environment(dev.resolve(out["device"])),
-           "info": {k: v for k, v in out.items() if k not in METRICS}}
-    sides = ([(True, "streamed_"), (False, "resident_")] if "resident_loss" in out else [(True, "")])
+           "info": {k: v for k, v in out.items() if k not in METRICS and k != "workload"}}
+    w = Workload.from_dict(out["workload"])
+    sides = ([(w, "streamed_"), (w.with_(mode="resident"), "resident_")] if "resident_loss" in out
+             else [(w, "")])
     with ResultsDB(db_path) as db:
-        return [db.record(workload_of(cfg, out, streamed=s), metrics=_metrics(out, prefix),
-                          environment=env, study=study) for s, prefix in sides]
+        return [db.record(wk, metrics=_metrics(out, prefix), environment=env, study=study)
+                for wk, prefix in sides]

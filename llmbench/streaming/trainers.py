@@ -23,9 +23,10 @@ import copy
 import torch
 from torch import nn
 
-from llmbench.streaming.config import StreamConfig
+from llmbench.streaming.config import StreamRun
 from llmbench.streaming.executor import DTYPES, StreamingExecutor, group_params
 from llmbench.streaming.precision import ELEMENT_BYTES, LossScale, needs_loss_scale
+from llmbench.streaming.store import MEASURE_ADAMW, AdamConfig
 
 
 # ---------------------------------------------------------------- initial weights
@@ -126,7 +127,7 @@ def free_memory_bytes(device) -> int | None:
     return int(mod.mem_get_info(device)[0]) if hasattr(mod, "mem_get_info") else None
 
 
-def check_resident_fits(spec, cfg: StreamConfig, device) -> dict:
+def check_resident_fits(spec, cfg: StreamRun, device) -> dict:
     """Refuse resident training that cannot fit, before allocating anything (BadInput)."""
     from llmbench.errors import BadInput
 
@@ -141,7 +142,7 @@ def check_resident_fits(spec, cfg: StreamConfig, device) -> dict:
 
 # ---------------------------------------------------------------- trainers
 
-def loss_scale_of(cfg: StreamConfig) -> LossScale | None:
+def loss_scale_of(cfg: StreamRun) -> LossScale | None:
     if not needs_loss_scale(cfg.precision):
         return None
     return LossScale(scale=cfg.loss_scale_init, growth_interval=cfg.loss_scale_growth_interval)
@@ -163,7 +164,7 @@ class ResidentTrainer:
     the same precision policy: fp32; or bf16/fp16 weights with fp32 master copies that AdamW
     updates from the upcast gradients, fp16 through torch.amp.GradScaler itself."""
 
-    def __init__(self, spec, cfg: StreamConfig, device):
+    def __init__(self, spec, cfg: StreamRun, device):
         from llmbench.measure.modeling import build_model
 
         check_resident_fits(spec, cfg, device)
@@ -176,7 +177,9 @@ class ResidentTrainer:
             self.masters = [p.detach().clone().requires_grad_(True) for p in self.params]
             self.model.to(DTYPES[cfg.precision])
             self.params = list(self.model.parameters())
-        self.opt = torch.optim.AdamW(self.masters, lr=cfg.lr)
+        a = AdamConfig(lr=cfg.lr, **MEASURE_ADAMW)  # the store's optimizer
+        self.opt = torch.optim.AdamW(self.masters, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
+                                     weight_decay=a.weight_decay)
         self.scaler = None
         if needs_loss_scale(cfg.precision):
             self.scaler = torch.amp.GradScaler(device.type, init_scale=cfg.loss_scale_init,
@@ -216,7 +219,7 @@ class ResidentTrainer:
 class StreamedTrainer:
     """ParameterStore + StreamingExecutor (+ SwarmComm under torchrun)."""
 
-    def __init__(self, spec, cfg: StreamConfig, device, comm=None):
+    def __init__(self, spec, cfg: StreamRun, device, comm=None):
         from llmbench.measure.modeling import build_model
 
         self.skeleton = build_model(spec, meta=True)
@@ -255,10 +258,10 @@ class StreamedTrainer:
             self.store.close()
 
 
-def _open_store(spec, cfg: StreamConfig, device, skeleton, world: int):
+def _open_store(spec, cfg: StreamRun, device, skeleton, world: int):
     """Rank 0's store: resumed (same run only), or created one group at a time from the seed."""
     from llmbench.errors import BadInput
-    from llmbench.streaming.store import AdamConfig, ParameterStore
+    from llmbench.streaming.store import ParameterStore
 
     meta = {"model": spec.to_dict(), "batch": cfg.batch, "seq": cfg.seq, "seed": cfg.seed,
             "sparsity": cfg.sparsity, "lr": cfg.lr, "world": world, "precision": cfg.precision}
@@ -279,6 +282,6 @@ def _open_store(spec, cfg: StreamConfig, device, skeleton, world: int):
         tensors = dict(groups)
         masks = magnitude_masks(tensors, cfg.sparsity)
         groups = iter([layout, *tensors.items()])
-    return ParameterStore.create(cfg.store, groups, adam=AdamConfig(lr=cfg.lr), masks=masks,
+    return ParameterStore.create(cfg.store, groups, adam=AdamConfig(lr=cfg.lr, **MEASURE_ADAMW), masks=masks,
                                  meta=meta, pin_memory=pin, loss_scale=loss_scale_of(cfg),
                                  overwrite=cfg.overwrite)
