@@ -104,7 +104,7 @@ STATE = {
                           "optimizer state; reshard_after_forward=False keeps every layer gathered"),
     "masters": State(weights=Kind(None), grads=Kind(None), master=Kind(4.0, NEVER, True),
                      master_grads=Kind(4.0, NEVER, True), tensor_bytes=4.0,
-                     runs="stream compare's ResidentTrainer (fp32: 16, bf16/fp16: 20 bytes/param)",
+                     runs="the stream trainers' resident reference, ResidentTrainer (fp32: 16, bf16/fp16: 20 bytes/param)",
                      source="streaming/trainers.py ResidentTrainer: AdamW on fp32 masters fed upcast grads"),
     "streamed": State(weights=Kind(None), grads=Kind(None), master=Kind(4.0), moments=Kind(8.0),
                       runs="stream train's StreamedTrainer: the device holds the ends and prefetch + 1 "
