@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from llmbench.errors import BadInput
+from llmbench.footprint import paged_tokens
 from llmbench.hardware import get_hardware
 from llmbench.perfmodel.memory import hierarchy, model_state_bytes
 from llmbench.perfmodel.params import resolve_params
@@ -17,6 +18,7 @@ from llmbench.models.counting import kv_cache_bytes_per_token
 from llmbench.perfmodel.plan import device_counts, search
 from llmbench.perfmodel.train import plan_report
 from llmbench.perfmodel.predict import predict
+from llmbench.perfmodel.serving import default_engine
 from llmbench.point import LAYOUT_FIELDS, METRICS, Workload
 
 # the cases of issue 10: (model, hardware, devices, global batch, seq)
@@ -167,7 +169,12 @@ def test_inference_chooses_tp_within_a_node_and_the_fewest_wafers():
     assert pred.fits and lay.tp <= 8 and 16 % (lay.tp * lay.pp) == 0 and lay.mode == "resident"
     cs3 = predict(Workload(model="llama-3.1-70b", hardware="cs3", suite="infer", batch=1, seq_len=128, gen_len=64))
     assert (cs3.devices, cs3.workload.layout.pp, cs3.workload.layout.tp) == (4, 4, 1)
-    kv = kv_cache_bytes_per_token(get_model("llama-3.1-70b"), "bf16") * 1 * (128 + 64)
+    # a sequence holds whole paged blocks (footprint.paged_tokens): the default engine of a wafer is
+    # the vendor's stack ('native', engines.toml block_tokens 128), so 128 + 64 = 192 tokens occupy
+    # 2 blocks = 256 tokens of cache, not 192
+    blocks = paged_tokens(128 + 64, default_engine(get_hardware("cs3")).block_tokens)
+    assert blocks == 256
+    kv = kv_cache_bytes_per_token(get_model("llama-3.1-70b"), "bf16") * 1 * blocks
     assert cs3.kv_cache_bytes == pytest.approx(kv / 4)  # per device: the replica's cache over its 4 stages
 
 
