@@ -226,7 +226,8 @@ def test_global_batch_splits_over_ranks():
 def test_model_overrides():
     spec = S(model="gpt2-small", layers=2, width=64, heads=4, vocab=100)[0].spec()
     assert (spec.n_layers, spec.d_model, spec.d_ff, spec.n_heads, spec.vocab_size) == (2, 64, 256, 4, 100)
-    assert S(model="gpt2-small", seq=4096)[0].spec().max_seq_len == 4096  # positions extended (point.Workload)
+    with pytest.raises(BadInput, match="learned positions"):  # never extended silently (point.check_positions)
+        S(model="gpt2-small", seq=4096)[0].spec()
     with pytest.raises(ValueError, match="head"):
         check_causal_lm(S(model="bert-base")[0].spec())
     with pytest.raises(BadInput, match="head"):
