@@ -15,20 +15,21 @@ from __future__ import annotations
 import os
 import sys
 
+import importlib
+
 from llmbench import __version__
 from llmbench._cliutil import Group, Parser, fail_one_line, one_line
-from llmbench.hardware import cli as hardware_cli
-from llmbench.measure import cli as measure_cli
-from llmbench.models import cli as models_cli
-from llmbench.perfmodel import cli as perfmodel_cli
-from llmbench.report import cli as report_cli
-from llmbench.results import cli as results_cli
-from llmbench.serve import cli as serve_cli
-from llmbench.streaming import cli as streaming_cli
-from llmbench.studies import cli as studies_cli
 
-AREAS = (models_cli, hardware_cli, perfmodel_cli, measure_cli, streaming_cli, studies_cli,
-         results_cli, serve_cli)  # serve_cli after perfmodel_cli: it adds `plan serve`
+#: the areas whose cli.py registers commands, in order (serve after perfmodel: it adds `plan serve`)
+AREAS = ("models", "hardware", "perfmodel", "measure", "streaming", "studies", "results", "serve")
+#: top-level command -> the areas that register it; a command builds only its areas' parsers
+#: (start-up time: issue 23), anything else (no command, --help, a typo) builds them all.
+#: tests/test_cli.py holds this table against the full build.
+COMMAND_AREAS = {"models": ("models",), "hardware": ("hardware",), "predict": ("perfmodel",),
+                 "project": ("perfmodel",), "validate": ("perfmodel",), "calibrate": ("perfmodel",),
+                 "plan": ("perfmodel", "serve"), "serve": ("perfmodel", "serve"), "measure": ("measure",),
+                 "stream": ("streaming",), "study": ("studies",), "reproduce": ("studies",),
+                 "results": ("results",), "report": ()}
 #: errors at a user border: bad options or files, a file system that refuses (sqlite3.Error too)
 USER_ERRORS = (ValueError, KeyError, OSError, UnicodeError, RecursionError, MemoryError)
 
@@ -40,15 +41,23 @@ def _user_error(e: BaseException) -> bool:
     return sqlite3 is not None and isinstance(e, sqlite3.Error)
 
 
-def build() -> Parser:
+def _area(name: str):
+    return importlib.import_module(f"llmbench.{name}.cli")
+
+
+def build(argv: list[str] | None = None) -> Parser:
+    """The parser: of the command `argv` names (its areas only), else of every command."""
     p = Parser(prog="llmbench", description="How fast will this LLM train or run on this hardware, "
-               "and why? Measure, predict, stream. Every command has --json; bad input is one line "
-               "and exit code 2.")
+               "and why? Measure, predict, stream, serve. Every command has --json; bad input is one "
+               "line and exit code 2.")
     p.add_argument("--version", action="version", version=f"llmbench {__version__}")
     root = Group(p)
-    for area in AREAS:
-        area.register(root)
-    report_cli.register(root, predict_missing=studies_cli.predict_missing)  # report imports no engine
+    first = next((x for x in argv or [] if not x.startswith("-")), None)
+    only = COMMAND_AREAS.get(first) if first else None
+    for name in AREAS if only is None else only:
+        _area(name).register(root)
+    if only is None or first == "report":  # report imports no engine: studies passes its predictor
+        _area("report").register(root, predict_missing=_area("studies").predict_missing)
     return p
 
 
@@ -56,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input is one line on stderr and exit code 2, never a traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        a = build().parse_args(argv)
+        a = build(argv).parse_args(argv)
         if a._fn is None:  # a group without its command: its help
             a._parser.print_help()
             return

@@ -98,3 +98,36 @@ def test_json_is_strict(cli, tmp_path):
     code, out, err = cli("results", "list", "--db", str(db), "--json")
     assert code == 0 and "NaN" not in out and "Infinity" not in out
     assert json.loads(out)[0]["metrics"] == {"x": None, "y": None}
+
+
+def _commands(parser) -> dict:
+    """top-level command -> its parser's help text (every subcommand's help, recursively)."""
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+
+    def text(p):
+        subs = [a for a in p._actions if a.__class__.__name__ == "_SubParsersAction"]
+        return p.format_help() + "".join(text(c) for s in subs for c in s.choices.values())
+    return {name: text(p) for name, p in sub.choices.items()}
+
+
+def test_one_command_builds_only_its_areas_and_the_same_parser():
+    """COMMAND_AREAS names every top-level command with the areas that register it: the parser a
+    command builds alone equals its part of the full build (help text, subcommands, options)."""
+    from llmbench.cli import COMMAND_AREAS, build
+
+    full = _commands(build())
+    assert set(full) == set(COMMAND_AREAS)
+    for name in COMMAND_AREAS:
+        alone = _commands(build([name]))
+        assert alone[name] == full[name], name
+        assert len(alone) < len(full) or name == "report"
+
+
+def test_predict_builds_no_other_area():
+    r = _py("import sys, io, contextlib; from llmbench.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main('predict train --model gpt2-xl --hardware h100-sxm --batch 64 --seq 1024'.split())\n"
+            "print(sorted(m for m in ('llmbench.measure.cli', 'llmbench.streaming.cli', 'llmbench.studies.cli', "
+            "'llmbench.serve.cli', 'llmbench.results.cli') if m in sys.modules))")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
