@@ -19,14 +19,6 @@ from llmbench.measure.parallel_train import run_parallel_train
 SPEC = tiny_spec("gpt").with_(n_layers=1)
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _grid(zero=0, batch=2, seq=16, devices=1, recompute="none"):
     from llmbench.point import RECOMPUTE
 

@@ -12,14 +12,7 @@ from llmbench.models.counting import layer_ops, model_ops
 B, T = 2, 16
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread; on a shared, loaded CPU two threads spin-wait (a
-    12-step MoE training loop: 0.2 s on one thread, 15 s on two under load)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: torch on one thread
 
 
 def tiny(name, **changes):

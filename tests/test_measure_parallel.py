@@ -27,15 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-5
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models run several times faster on one thread than on two shared ones."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def torchrun_check(nproc: int, timeout: int) -> dict:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            "-m", "llmbench.measure.parallel_check", "--json"]

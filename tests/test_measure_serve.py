@@ -20,12 +20,7 @@ from tests.test_measure_cli import run_main, tiny_config  # noqa: F401  (a fixtu
 MAX_LEN = 64
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: torch on one thread
 
 
 def tiny(name, **changes):

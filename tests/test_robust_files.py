@@ -42,7 +42,11 @@ def home(tmp_path, monkeypatch):
     ('{not json', "not valid JSON"),
 ])
 def test_a_bad_calibration_profile_is_one_line(home, cli, text, needle):
-    path = home / "profiles" / "a100-80gb.json"
+    refused_naming(cli, home / "profiles" / "a100-80gb.json", text, needle)
+
+
+def refused_naming(cli, path, text, needle) -> None:
+    """`text` written to `path`: a prediction is refused in one line naming the file and `needle`."""
     path.write_text(text)
     code, out, err = cli(*ARGV)
     assert code == 2 and needle in err and str(path) in err and len(err.strip().splitlines()) == 1, err
@@ -66,10 +70,7 @@ def test_a_valid_profile_is_used(home, cli):
     ('{"peak_flops": {"bf16": 0}}', "peak_flops.bf16"),
 ])
 def test_a_bad_measured_overlay_is_one_line(home, cli, text, needle):
-    path = home / "hardware" / "a100-80gb.json"
-    path.write_text(text)
-    code, out, err = cli(*ARGV)
-    assert code == 2 and needle in err and str(path) in err, err
+    refused_naming(cli, home / "hardware" / "a100-80gb.json", text, needle)
 
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "a\nb", ".hidden", "", "x" * 101, "a\x00b"])
