@@ -164,6 +164,10 @@ def _counts(spec) -> tuple[int, float, float]:
     return P, parts.get("experts", 0) / P if P else 0.0, parts["layers"] / max(spec.n_layers, 1)
 
 
+#: the KV-cache precisions a serving engine may hold its cache in
+KV_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
+
+
 def precision_bytes(precision: str) -> float:
     from llmbench.models.counting import dtype_bytes
 

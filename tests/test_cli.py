@@ -131,3 +131,30 @@ def test_predict_builds_no_other_area():
             "'llmbench.serve.cli', 'llmbench.results.cli') if m in sys.modules))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_engine_help_names_every_engine():
+    """`--engine` takes any name (serving.engine checks it where it is used, so parsing reads no
+    engines.toml); its help in predict infer, serve and plan serve names every engine there is."""
+    from llmbench.cli import build
+    from llmbench.perfmodel.serving import engine_names
+
+    parser = build()
+    helps = []
+    for argv in (["predict", "infer"], ["serve"], ["plan", "serve"]):
+        p = parser
+        for word in argv:
+            p = next(a for a in p._actions if a.dest == "_cmd" or getattr(a, "choices", None)
+                     and word in (a.choices or {})).choices[word]
+        helps.append(next(a.help for a in p._actions if "--engine" in a.option_strings))
+    for h in helps:
+        assert [n for n in engine_names() if n not in h] == [], h
+
+
+def test_predict_reads_no_engine_table():
+    r = _py("import sys, io, contextlib; from llmbench.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main('predict train --model gpt2-xl --hardware h100-sxm --batch 64 --seq 1024'.split())\n"
+            "print('llmbench.perfmodel.serving' in sys.modules)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"

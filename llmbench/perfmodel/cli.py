@@ -179,12 +179,15 @@ def framework_text(a) -> str:
 
 
 def add_engine_options(p) -> None:
-    """--engine and --kv-precision of a serving prediction (perfmodel/serving.py, engines.toml)."""
-    from llmbench.perfmodel.serving import KV_PRECISIONS, engine_names
+    """--engine and --kv-precision of a serving prediction (perfmodel/serving.py, engines.toml). The
+    engine's name is checked where it is used (serving.engine names the choices): listing them here
+    would read engines.toml for every command of this area."""
+    from llmbench.footprint import KV_PRECISIONS
 
-    p.add_argument("--engine", choices=engine_names(), default=None,
-                   help="serving engine (default: TensorRT-LLM on NVIDIA, vLLM on AMD, JetStream on TPU, the "
-                        "vendor's own stack ('native') elsewhere; docs/predict.md 'Serving')")
+    p.add_argument("--engine", default=None,
+                   help="serving engine: trtllm, vllm, sglang, tgi, jetstream, gptfast, native, ideal (default: TensorRT-LLM "
+                        "on NVIDIA, vLLM on AMD, JetStream on TPU, the vendor's own stack ('native') elsewhere; "
+                        "docs/predict.md 'Serving')")
     p.add_argument("--kv-precision", choices=KV_PRECISIONS, default=None,
                    help="KV-cache precision (default: fp8 with fp8/fp4 weights where the engine pairs them, "
                         "else the activations' 16-bit type)")

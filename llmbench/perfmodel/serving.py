@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from llmbench import footprint
+from llmbench.footprint import KV_PRECISIONS
 from llmbench._toml import tomllib
 from llmbench._xp import backend_for, is_scalar
 from llmbench.errors import BadInput
@@ -48,7 +49,6 @@ DEFAULT_ENGINE = {"NVIDIA": "trtllm", "AMD": "vllm", "Google": "jetstream"}
 SMALL_M_TILE = {"gpu": 16, "tpu": 128, "hpu": 128, "rdu": 128, "ipu": 16, "wafer": 1, "cpu": 1}
 #: activations between layers and the all-reduced tensors stay 16-bit under fp8/fp4 weights
 ACT_BYTES = 2.0
-KV_PRECISIONS = ("bf16", "fp16", "fp8", "fp32")
 
 
 @dataclass(frozen=True, kw_only=True)
