@@ -81,7 +81,7 @@ class Engine:
 
 
 #: Engine fields a fit may move (validate's engine fit; engines.toml [NAME.fitted])
-FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency", "collective_latency_s")
+FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency")
 
 
 def _engine(name: str, data: dict, fitted: bool) -> Engine:
