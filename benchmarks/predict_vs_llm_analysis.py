@@ -18,7 +18,8 @@ import sys
 from llmbench.hardware import get_hardware
 from llmbench.models import get_model
 from llmbench.models.counting import training_flops
-from llmbench.perfmodel.validate import planned, predict_row, published_rows, row_workload
+from llmbench.perfmodel.validate import planned, predict_row, row_workload
+from llmbench.published import PUBLISHED_V2_CSV, published_rows
 
 
 def lla_step_time(spec, gpu, *, batch, seq, devices, tp, pp, recompute, eff, dtype="w16a16e16", zero=0):
@@ -61,7 +62,7 @@ def main() -> int:
     print(f"{'row':<26} {'published':>10} {'llmbench':>10} {'err':>7} {'lla(1.0)':>10} {'err':>7} "
           f"{'lla(0.5)':>10} {'err':>7}")
     errs = {"llmbench": [], "lla1": [], "lla05": []}
-    for row in published_rows():
+    for row in published_rows(PUBLISHED_V2_CSV):
         if not row["id"].startswith("megatron-t1"):
             continue
         spec = get_model(row["model"])
@@ -75,7 +76,7 @@ def main() -> int:
         _row(row["id"], pub, ours_tflops, l1, l5, errs)
     # Llama-2-70B on 64 Gaudi2, fp8 (Intel's model-performance page): llm-analysis has no Gaudi2,
     # so its GPUConfig is built from our catalog entry (the same datasheet numbers)
-    row = next(r for r in published_rows() if r["id"] == "gaudi2-llama2-70b-train")
+    row = next(r for r in published_rows(PUBLISHED_V2_CSV) if r["id"] == "gaudi2-llama2-70b-train")
     g = get_hardware("gaudi2")
     ours_tps, w = ours(row)
     lay = w.layout
