@@ -18,8 +18,8 @@ import sys
 from llmbench.hardware import get_hardware
 from llmbench.models import get_model
 from llmbench.models.counting import training_flops
-from llmbench.perfmodel import predict_train
-from llmbench.perfmodel.validate import ASSUME, _tp_pp, published_rows
+from llmbench.perfmodel.validate import planned, predict_row, row_workload
+from llmbench.published import PUBLISHED_V2_CSV, published_rows
 
 
 def lla_step_time(spec, gpu, *, batch, seq, devices, tp, pp, recompute, eff, dtype="w16a16e16", zero=0):
@@ -40,6 +40,13 @@ def lla_step_time(spec, gpu, *, batch, seq, devices, tp, pp, recompute, eff, dty
     return r["latency_per_iter"]
 
 
+def ours(row: dict):
+    """(llmbench's value, the Workload it ran) for a published row, as `llmbench validate` makes
+    them: the row's Workload (validate.row_workload), knobs the source leaves open chosen once by
+    the planner (validate.planned), the source's framework terms (validate.predict_row)."""
+    return predict_row(row), planned(row["id"], row_workload(row))
+
+
 def main() -> int:
     try:
         import llm_analysis  # noqa: F401
@@ -55,26 +62,24 @@ def main() -> int:
     print(f"{'row':<26} {'published':>10} {'llmbench':>10} {'err':>7} {'lla(1.0)':>10} {'err':>7} "
           f"{'lla(0.5)':>10} {'err':>7}")
     errs = {"llmbench": [], "lla1": [], "lla05": []}
-    hw = get_hardware("a100-80gb")
-    for row in published_rows():
+    for row in published_rows(PUBLISHED_V2_CSV):
         if not row["id"].startswith("megatron-t1"):
             continue
         spec = get_model(row["model"])
-        B, S, N = int(row["batch"]), int(row["seq_len"]), int(row["devices"])
-        tp, pp = _tp_pp(row["notes"])
+        ours_tflops, w = ours(row)
+        B, S, N, tp, pp = w.batch, w.seq_len, w.devices, w.layout.tp, w.layout.pp
         pub = float(row["value"])
-        ours = predict_train(spec, hw, batch=B, seq=S, devices=N, tp=tp, pp=pp, recompute="full",
-                             precision="fp16").executed_tflops
         fl = training_flops(spec, B, S, "full")["hardware"]
         t1 = lla_step_time(spec, a100, batch=B, seq=S, devices=N, tp=tp, pp=pp, recompute="full", eff=1.0)
         t5 = lla_step_time(spec, a100, batch=B, seq=S, devices=N, tp=tp, pp=pp, recompute="full", eff=0.5)
         l1, l5 = fl / t1 / N / 1e12, fl / t5 / N / 1e12
-        _row(row["id"], pub, ours, l1, l5, errs)
+        _row(row["id"], pub, ours_tflops, l1, l5, errs)
     # Llama-2-70B on 64 Gaudi2, fp8 (Intel's model-performance page): llm-analysis has no Gaudi2,
     # so its GPUConfig is built from our catalog entry (the same datasheet numbers)
-    row = next(r for r in published_rows() if r["id"] == "gaudi2-llama2-70b-train")
+    row = next(r for r in published_rows(PUBLISHED_V2_CSV) if r["id"] == "gaudi2-llama2-70b-train")
     g = get_hardware("gaudi2")
-    a = ASSUME[row["id"]]
+    ours_tps, w = ours(row)
+    lay = w.layout
     gcfg = GPUConfig(name="gaudi2", mem_per_GPU_in_GB=g.device_memory.capacity_bytes / 1e9,
                      hbm_bandwidth_in_GB_per_sec=g.device_memory.bandwidth_bytes_per_s / 1e9,
                      intra_node_bandwidth_in_GB_per_sec=g.interconnect.bandwidth_bytes_per_s / 1e9,
@@ -83,16 +88,12 @@ def main() -> int:
                      peak_i4_TFLOPS=g.peak("fp8") / 1e12,
                      inter_node_bandwidth_in_GB_per_sec=g.interconnect.inter_node_bandwidth_bytes_per_s / 1e9)
     spec = get_model("llama-2-70b")
-    B, S, N = 1024, 4096, 64
-    ours = predict_train(spec, g, batch=B, seq=S, devices=N, precision="fp8", tp=a["tp"],
-                         grad_accum=a["grad_accum"], recompute=a["recompute"], zero=a["zero"]).tokens_per_s
+    B, S, N = w.batch, w.seq_len, w.devices
     from llm_analysis.config import DtypeConfig
     w8 = DtypeConfig(name="w8a8e16", weight_bits=8, activation_bits=8, embedding_bits=16)
-    t1 = lla_step_time(spec, gcfg, batch=B, seq=S, devices=N, tp=a["tp"], pp=1, recompute=a["recompute"],
-                       eff=1.0, dtype=w8, zero=a["zero"])
-    t5 = lla_step_time(spec, gcfg, batch=B, seq=S, devices=N, tp=a["tp"], pp=1, recompute=a["recompute"],
-                       eff=0.5, dtype=w8, zero=a["zero"])
-    _row("gaudi2-llama2-70b (tok/s)", float(row["value"]), ours, B * S / t1, B * S / t5, errs)
+    t1, t5 = (lla_step_time(spec, gcfg, batch=B, seq=S, devices=N, tp=lay.tp, pp=lay.pp, recompute=lay.recompute,
+                            eff=eff, dtype=w8, zero=lay.zero) for eff in (1.0, 0.5))
+    _row("gaudi2-llama2-70b (tok/s)", float(row["value"]), ours_tps, B * S / t1, B * S / t5, errs)
     print()
     for k, label in (("llmbench", "llmbench predict (calibrated)"), ("lla1", "llm-analysis, efficiency 1.0 (default)"),
                      ("lla05", "llm-analysis, efficiency 0.5")):

@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from llmbench.perfmodel import validate as V
+from llmbench.published import PUBLISHED_V2_CSV, parse_range, published_rows
 
 #: llmbench hardware -> llm-analysis shipped gpu config (llm_analysis/gpu_configs/)
 LLA_GPUS = {"a100-40gb": "a100-sxm-40gb", "a100-80gb": "a100-sxm-80gb", "h100-sxm": "h100-sxm-80gb",
@@ -94,7 +95,7 @@ class Case:
 
 def expressible(row: dict, peer: str) -> str:
     """'' if `peer` can express `row`, else why not (rows are picked by this, never by error)."""
-    if V.parse_value(row["value"]) is None:
+    if parse_range(row["value"]) is None:
         return "not numeric"
     task, hw = row["task"], row["system"]
     if " " in hw:
@@ -407,7 +408,7 @@ def compare(loso_rows: list[dict], peers: dict[str, str], calculon_dir: str | No
     """One record per (row, peer that can express it): published, llmbench LOSO, peer, errors."""
     by_id = {r["id"]: r for r in loso_rows}
     out = []
-    for row in V.published_rows():
+    for row in published_rows(PUBLISHED_V2_CSV):
         if only and row["id"] not in only:
             continue
         for peer in PEERS:
@@ -418,7 +419,7 @@ def compare(loso_rows: list[dict], peers: dict[str, str], calculon_dir: str | No
 
 
 def _record(row: dict, peer: str, ours: dict, calculon_dir: str | None) -> dict:
-    lo, hi = V.parse_value(row["value"])
+    lo, hi = parse_range(row["value"])
     try:
         c = case_of(row)
         (v, note), refused = peer_value(peer, c, calculon_dir), ""

@@ -30,12 +30,15 @@ def predicted(spec, hw_name: str, batches: list[int], seq: int) -> dict:
 
         from llmbench.hardware import get_hardware
         from llmbench.perfmodel.train import streaming_crossover_tokens, sweep_train
+        from llmbench.point import Workload
     except ImportError as e:  # perfmodel not there: say so rather than model it here
         return {"error": f"perfmodel unavailable: {e}"}
     hw = get_hardware(hw_name)
     B = np.asarray(batches)
-    res = sweep_train(spec, hw, batch=B, seq=seq, precision="fp32", mode="resident")
-    st = sweep_train(spec, hw, batch=B, seq=seq, precision="fp32", mode="weight_streaming")
+    # one device, each batch in one micro-batch (no accumulation), in each mode
+    res, st = (sweep_train(spec, hw, Workload(model=spec.name, hardware=hw.name, seq_len=seq, precision="fp32",
+                                              layout={"mode": mode}), batch=B, micro_batch=B)
+               for mode in ("resident", "weight_streaming"))
     return {"hardware": hw.display_name, "peak_fp32_flops": hw.peak("fp32"),
             "sources": {k: v for k, v in hw.sources.items() if "fp32" in k or "bandwidth" in k},
             "ratio": (st["tokens_per_s"] / res["tokens_per_s"]).tolist(),

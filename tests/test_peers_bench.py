@@ -12,6 +12,7 @@ import pytest
 from llmbench.models import get_model
 from llmbench.models.counting import training_flops
 from llmbench.perfmodel import validate as V
+from llmbench.published import PUBLISHED_V2_CSV, published_rows
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "predict_vs_peers.py"
 
@@ -26,7 +27,7 @@ def P():
 
 
 def row(rid: str) -> dict:
-    return next(r for r in V.published_rows() if r["id"] == rid)
+    return next(r for r in published_rows(PUBLISHED_V2_CSV) if r["id"] == rid)
 
 
 def test_megatron_row_maps_to_its_stated_layout(P):

@@ -347,13 +347,12 @@ def test_predictions_carry_the_resolved_workload_and_metrics_names():
     assert t.weights_bytes + t.grads_bytes + t.optimizer_bytes + t.activations_bytes == pytest.approx(t.peak_mem_bytes)
 
 
-def test_keyword_callers_get_the_same_prediction():
-    # callers outside perfmodel still pass keywords (until they move to Workloads): one converter
+def test_the_engine_takes_a_workload_and_nothing_else():
+    # the keyword converters are gone (issue 19): a Workload is the one way in, keywords are refused
     spec, hw = get_model("gpt3-1.3b"), get_hardware("a100-80gb")
-    old = predict_train(spec, hw, batch=64, seq=2048, devices=8, pp=2, recompute="full", zero=1)
-    new = train(spec, hw, batch=64, seq=2048, devices=8, pp=2, recompute="full", zero=1, micro_batch=1)
-    assert old.to_dict() == new.to_dict()
-    assert predict_infer(spec, hw, batch=2, prompt_len=128, gen_len=16).to_dict() == \
-        infer(spec, hw, batch=2, prompt_len=128, gen_len=16).to_dict()
-    with pytest.raises(ValueError, match="unknown prediction option"):
-        predict_train(spec, hw, batch=8, seq=128, warp=9)
+    with pytest.raises(TypeError):
+        predict_train(spec, hw, batch=64, seq=2048, devices=8)
+    with pytest.raises(TypeError):
+        predict_infer(spec, hw, batch=2, prompt_len=128, gen_len=16)
+    with pytest.raises(TypeError):
+        sweep_train(spec, hw, batch=np.array([8, 16]), seq=128)

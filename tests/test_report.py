@@ -28,7 +28,8 @@ def _cpu(**kw) -> Workload:
 
 def fill_small_db(path: Path) -> Path:
     """A few rows of every kind: published.csv, predictions for two systems, measured rows."""
-    from llmbench.results.published import published_point, published_rows
+    from llmbench.published import PUBLISHED_CSV, published_rows
+    from llmbench.results.published import published_point
     from llmbench.studies.predict import planned, record_prediction
     from llmbench.studies.spec import studies
 
@@ -56,7 +57,7 @@ def fill_small_db(path: Path) -> Path:
                   status="skipped", error="needs 4 processes", study="dp-scaling")
         db.record({"suite": "ceilings", "hardware": "cpu"}, metrics={
             "gemm_fp32_flops_per_s": 3.0e11, "copy_bandwidth_bytes_per_s": 1.2e10}, study="ceilings")
-        row = next(r for r in published_rows() if r["id"] == "cs2-bert-large-8192")
+        row = next(r for r in published_rows(PUBLISHED_CSV) if r["id"] == "cs2-bert-large-8192")
         db.record(published_point(row)[0], source="predicted", study="validation", tag=row["id"],
                   environment={"id": row["id"]},
                   metrics={"published": 12000.0, "predicted": 10500.0, "rel_error": -0.125,

@@ -13,7 +13,7 @@ import pytest
 
 from llmbench.point import Workload
 from llmbench.results import ResultsDB, point_key, record_published
-from llmbench.results.published import published_rows
+from llmbench.published import PUBLISHED_CSV, published_rows
 from llmbench.results.store import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
@@ -168,7 +168,7 @@ def test_record_published_is_idempotent(tmp_path):
     with ResultsDB(tmp_path / "p.db") as db:
         keys = record_published(db)
         assert keys == record_published(db)
-        n_rows = len(published_rows())
+        n_rows = len(published_rows(PUBLISHED_CSV))
         assert db.count() == n_rows == len(keys) and n_rows > 30
         rows = {r["environment"]["id"]: r for r in db.query(source="published")}
     row = rows["cs2-bert-base-2048"]  # arXiv:2409.00287: BERT-base peak on CS-2
@@ -188,7 +188,7 @@ def test_record_published_is_idempotent(tmp_path):
 
 
 def test_published_v2_reads_through_the_same_code(tmp_path):
-    from llmbench.results.published import PUBLISHED_V2_CSV
+    from llmbench.published import PUBLISHED_V2_CSV
 
     with ResultsDB(tmp_path / "p2.db") as db:
         keys = record_published(db, PUBLISHED_V2_CSV)

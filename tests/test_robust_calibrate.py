@@ -11,7 +11,8 @@ from llmbench.hardware import get_hardware
 from llmbench.models import get_model
 from llmbench.perfmodel import calibrate as cal
 from llmbench.perfmodel.params import PROFILE_DIR, load_profile
-from llmbench.perfmodel.train import predict_train
+from llmbench.perfmodel.train import as_run, predict_train
+from llmbench.point import Workload
 
 HW = "h100-sxm"  # the pooled fit runs on a subset of its rows (fixture `home`)
 
@@ -81,11 +82,16 @@ def test_write_profile_to_a_missing_folder_is_one_line(tmp_path, home):
 
 # ---------------------------------------------------------------- pipeline degree
 
+def _pp_run(spec, hw, *, n: int, pp: int) -> Workload:
+    """n sequences of 1,024 tokens on n devices at pipeline degree pp, the rest plain (as_run)."""
+    return as_run(Workload(model=spec.name, hardware=hw.name, batch=n, seq_len=1024, devices=n, layout={"pp": pp}), hw)
+
+
 def test_pipeline_degree_must_divide_the_layers():
     spec, hw = get_model("gpt2-xl"), get_hardware("a100-80gb")
     assert spec.n_layers == 48
     with pytest.raises(BadInput, match="pp 7 does not split gpt2-xl's 48 layers .* nearest valid pp: 6 or 8"):
-        predict_train(spec, hw, batch=56, seq=1024, devices=56, pp=7)
+        predict_train(spec, hw, _pp_run(spec, hw, n=56, pp=7))
     with pytest.raises(BadInput, match="nearest valid pp: 24 or 48"):
-        predict_train(spec, hw, batch=47, seq=1024, devices=47, pp=47)
-    assert predict_train(spec, hw, batch=48, seq=1024, devices=48, pp=8).step_time_s > 0
+        predict_train(spec, hw, _pp_run(spec, hw, n=47, pp=47))
+    assert predict_train(spec, hw, _pp_run(spec, hw, n=48, pp=8)).step_time_s > 0

@@ -17,7 +17,7 @@ import pytest
 from llmbench.models import get_model
 from llmbench.point import Workload
 from llmbench.results import ResultsDB
-from llmbench.results.published import published_rows
+from llmbench.published import PUBLISHED_CSV, published_rows
 from llmbench.studies.feasibility import LocalDevice, memory_bytes, skip_reason
 from llmbench.studies.runner import plan_study, resolve, run_study
 from llmbench.studies.spec import load_spec, studies
@@ -73,7 +73,7 @@ def _calls(tmp_path, kind="start"):
 def test_every_study_is_shipped_and_parses():
     specs = studies()
     assert set(specs) == EXPECTED
-    published_ids = {r["id"] for r in published_rows()}
+    published_ids = {r["id"] for r in published_rows(PUBLISHED_CSV)}
     for name, s in specs.items():
         assert s.source["paper"] and s.source.get("where"), name
         assert set(s.published) <= published_ids, (name, set(s.published) - published_ids)

@@ -12,6 +12,7 @@ from llmbench.hardware import get_hardware
 from llmbench.models import get_model
 from llmbench.perfmodel import pooled
 from llmbench.perfmodel import validate as V
+from llmbench.published import PUBLISHED_V2_CSV, published_rows
 from llmbench.perfmodel.params import load_profile, resolve_params
 from llmbench.perfmodel.train import predict_train
 from llmbench.point import Workload
@@ -61,7 +62,7 @@ def test_huber_keeps_one_wild_row_from_dragging_the_fit():
 
 
 def _row(rid):
-    return next(r for r in V.published_rows() if r["id"] == rid)
+    return next(r for r in published_rows(PUBLISHED_V2_CSV) if r["id"] == rid)
 
 
 def test_stated_layout_constrains_the_planner_and_open_knobs_are_planned():

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from . import mla, moe
+from .mla import (
+    mla_activation_elems, mla_decode_extra_flops, mla_kv_elems_per_token, mla_params, mla_projection_ops,
+)
+from .moe import expert_params, mlp_params, moe_activation_elems, moe_layer_params, moe_mlp_ops
 from .ops import (  # noqa: F401  (re-exported: the public names of counting)
     ACT_FLOPS, DTYPE_BYTES, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, XENT_FLOPS, Op,
     causal_pairs, dtype_bytes, ew, matmul, norm, norm_params,
@@ -59,7 +62,7 @@ def attention_ops(spec: ModelSpec, B: int, T: int, s: float, fused: bool = True,
     """Projections, core and output projection of one attention block (its input norm excluded)."""
     n, h, hd = B * T, spec.n_heads, spec.d_head
     if spec.is_mla:
-        ops = mla.mla_projection_ops(spec, n, s)
+        ops = mla_projection_ops(spec, n, s)
     else:
         ops = [matmul("qkv", "layer", n, spec.q_dim + 2 * spec.kv_dim, spec.d_model, s,
                       bias=spec.attn_biases)]
@@ -107,7 +110,7 @@ def layer_ops(spec: ModelSpec, batch: int, seq: int, dtype: str = "bf16",
         ops.append(ew("residual_attn", "elementwise", "layer", n * d, 1, s, reads=2))
     if not spec.single_norm:
         ops.append(norm("norm_mlp", "layer", spec, n, s))
-    ops += moe.moe_mlp_ops(spec, n, s) if spec.is_moe_layer(i) else mlp_ops(spec, n, s)
+    ops += moe_mlp_ops(spec, n, s) if spec.is_moe_layer(i) else mlp_ops(spec, n, s)
     if spec.post_norms:
         ops.append(norm("post_mlp_norm", "layer", spec, n, s))
     if spec.parallel_residual:  # x + attn + mlp
@@ -191,7 +194,7 @@ def layer_params(spec: ModelSpec, layer: int) -> dict[str, int]:
     shared_experts."""
     d = spec.d_model
     if spec.is_mla:
-        attn = mla.mla_params(spec)
+        attn = mla_params(spec)
     else:
         attn = d * (spec.q_dim + 2 * spec.kv_dim) + spec.q_dim * d
         attn += (spec.q_dim + 2 * spec.kv_dim) if spec.attn_biases else 0
@@ -200,9 +203,9 @@ def layer_params(spec: ModelSpec, layer: int) -> dict[str, int]:
     out = {"norms": spec.norms_per_layer * norm_params(spec), "attention": attn, "mlp": 0,
            "router": 0, "experts": 0, "shared_experts": 0}
     if spec.is_moe_layer(layer):
-        out.update(moe.moe_layer_params(spec))
+        out.update(moe_layer_params(spec))
     else:
-        out["mlp"] = moe.mlp_params(spec, spec.d_ff)
+        out["mlp"] = mlp_params(spec, spec.d_ff)
     return out
 
 
@@ -244,8 +247,13 @@ def param_count(spec: ModelSpec, *, classifier: bool = True) -> int:
 
 
 def active_param_count(spec: ModelSpec) -> int:
-    """Parameters one token uses (routed experts at top-k); param_count for a dense model."""
-    return moe.active_param_count(spec) if spec.is_moe else param_count(spec)
+    """Parameters one token uses: all but the routed experts it is not sent to (embeddings and the
+    LM head included, as Mixtral's 12.9B, Qwen3's 3.3B and DeepSeek-V3's 37B count them);
+    param_count for a dense model."""
+    if not spec.is_moe:
+        return param_count(spec)
+    idle = spec.n_moe_layers * (spec.n_experts - spec.n_experts_active) * expert_params(spec)
+    return param_count(spec) - idle
 
 
 def non_embedding_param_count(spec: ModelSpec) -> int:
@@ -320,7 +328,7 @@ def decode_flops(spec: ModelSpec, context: int, batch: int = 1) -> float:
         h = spec.n_heads
         per_score = SOFTMAX_FLOPS + 1 + (SOFTCAP_FLOPS if spec.attn_logit_softcap else 0)
         if spec.is_mla:
-            per_layer += batch * (mla.mla_decode_extra_flops(spec, ctx) + per_score * h * ctx)
+            per_layer += batch * (mla_decode_extra_flops(spec, ctx) + per_score * h * ctx)
         else:  # q @ K^T over the cache and p @ V, plus softmax and scale
             per_layer += batch * (2.0 * h * (spec.d_head + spec.d_head_v) * ctx + per_score * h * ctx)
         total += count * per_layer
@@ -342,7 +350,7 @@ def kv_cache_bytes_per_token(spec: ModelSpec, dtype: str = "bf16") -> float:
     """Cache of one token in every layer: K and V, 2 * L * n_kv_heads * d_head * bytes; MLA: the
     latent and the rope key, L * (kv_lora_rank + qk_rope_head_dim) * bytes. Sliding-window layers
     are counted as if they kept every token (`kv_cache_bytes` caps them at the window)."""
-    per_layer = mla.mla_kv_elems_per_token(spec) if spec.is_mla else 2 * spec.kv_dim
+    per_layer = mla_kv_elems_per_token(spec) if spec.is_mla else 2 * spec.kv_dim
     return float(spec.n_layers * per_layer) * dtype_bytes(dtype)
 
 
@@ -361,13 +369,13 @@ def _layer_activation(spec: ModelSpec, layer: int, batch: int, seq: int, s: floa
         return n * d * s
     elems = n * d * (2 * spec.norms_per_layer)  # each norm's input and output (the next op's input)
     if spec.is_mla:
-        elems += mla.mla_activation_elems(spec, n)
+        elems += mla_activation_elems(spec, n)
     else:
         elems += n * (spec.q_dim + 2 * spec.kv_dim)  # q, k, v
         elems += n * (spec.n_heads + spec.n_kv_heads) * spec.d_head if spec.qk_norm else 0
         elems += n * spec.q_dim  # attention output = out-projection input
     if spec.is_moe_layer(layer):
-        elems += moe.moe_activation_elems(spec, n)
+        elems += moe_activation_elems(spec, n)
     else:
         elems += n * spec.d_ff * (2 if spec.activation in ("swiglu", "geglu") else 1)  # act input(s)
         elems += n * spec.d_ff  # down-projection input

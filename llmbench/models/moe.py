@@ -1,9 +1,10 @@
 """Mixture-of-experts counting: router, routed experts at top-k, shared experts, capacity (no torch).
 
     from llmbench.models import get_model
-    from llmbench.models.moe import active_param_count, expert_weight_bytes_read
+    from llmbench.models.counting import active_param_count
+    from llmbench.models.moe import expert_weight_bytes_read
     spec = get_model("mixtral-8x7b")
-    active_param_count(spec)                    # 12.9B of 46.7B
+    active_param_count(spec)                    # 12.9B of 46.7B (counting.py: it needs param_count)
     expert_weight_bytes_read(spec, tokens=1)    # decode at batch 1: only 2 experts per layer read
 
     python -m llmbench.models          # the MoE tables of docs/models.md
@@ -63,15 +64,6 @@ def moe_layer_params(spec: ModelSpec) -> dict[str, int]:
     shared = mlp_params(spec, spec.n_shared_experts * spec.d_ff_expert) if spec.n_shared_experts else 0
     return {"router": spec.d_model * E + (E if spec.router_bias else 0),
             "experts": E * expert_params(spec), "shared_experts": shared}
-
-
-def active_param_count(spec: ModelSpec) -> int:
-    """Parameters one token uses: all but the routed experts it is not sent to (embeddings and the
-    LM head included, as Mixtral's 12.9B, Qwen3's 3.3B and DeepSeek-V3's 37B count them)."""
-    from .counting import param_count
-
-    idle = spec.n_moe_layers * (spec.n_experts - spec.n_experts_active) * expert_params(spec)
-    return param_count(spec) - idle
 
 
 def expert_capacity(spec: ModelSpec, tokens: int) -> int | None:

@@ -157,11 +157,11 @@ def calibrate_points(hw_name: str, points: list[dict], predict, inherit: tuple[s
 
 def published_points() -> dict[str, list[dict]]:
     """Numeric published rows grouped by the one hardware they involve (cross-system rows skipped)."""
-    from .validate import parse_value, published_rows
+    from llmbench.published import PUBLISHED_V2_CSV, parse_range, published_rows
 
     out: dict[str, list[dict]] = {}
-    for row in published_rows():
-        rng = parse_value(row["value"])
+    for row in published_rows(PUBLISHED_V2_CSV):
+        rng = parse_range(row["value"])
         if rng is None or " " in row["system"]:
             continue
         out.setdefault(row["system"], []).append({**row, "range": rng})

@@ -31,7 +31,6 @@ from .plan import check_pp, check_tp_heads, divisors
 from .serving import Engine
 from .shapes import shape
 
-MODES = ("auto", "resident", "sram_pipeline")
 MAX_DEVICES = 4096
 
 
@@ -107,16 +106,13 @@ def check_infer(spec, w: Workload) -> bool:
     return encoder
 
 
-def predict_infer(spec, hw, w: Workload | None = None, params=None, *, engine=None, kv_precision=None,
-                  **legacy) -> InferPrediction:
+def predict_infer(spec, hw, w: Workload, params=None, *, engine=None, kv_precision=None) -> InferPrediction:
     """Serve `w.batch` requests of `w.seq_len` prompt tokens generating `w.gen_len` tokens each,
     on the layout with the lowest latency that holds the batch (else the most requests that fit:
     `concurrency`, `note`); fits False: the weights fit no split of w.devices. engine: a name or a
     serving.Engine (default: serving.default_engine(hw)); kv_precision: the KV cache's."""
     from llmbench.point import precision_for
 
-    if w is None:
-        w = legacy_infer_workload(spec, hw, **legacy)
     precision = w.precision or precision_for(hw)
     dtype_bytes(precision)
     w = w.with_(precision=precision)
@@ -266,13 +262,3 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
 def sram_wafers(W, kv, cap):
     """Fewest wafers whose SRAM holds the weights and the KV cache."""
     return max(1, math.ceil((W + kv) / cap))
-
-
-def legacy_infer_workload(spec, hw, *, batch, prompt_len, gen_len, devices=None, precision="bf16",
-                          mode="auto") -> Workload:
-    """The Workload of a keyword predict_infer call (callers outside perfmodel, until they move)."""
-    if mode not in MODES:
-        raise BadInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    return Workload(model=spec.name, hardware=hw.name, suite="infer", batch=batch, seq_len=prompt_len,
-                    gen_len=gen_len, devices=devices, precision=precision,
-                    layout={"mode": None if mode == "auto" else mode})

@@ -22,7 +22,6 @@ from llmbench.grid import grid_of
 from .params import resolve_params
 from .step import step_arrays, sweep_metrics
 
-MODES = ("auto", "resident", "weight_streaming")
 #: the breakdown a prediction reports, in seconds per step (keys of `breakdown_s`)
 BREAKDOWN = ("compute", "memory", "network", "stream", "optimizer", "exposed")
 
@@ -124,15 +123,10 @@ def plain_layout(w: Workload, hw) -> Workload:
     return w.with_(micro_batch=mb, grad_accum=ga)
 
 
-def predict_train(spec, hw, w: Workload | None = None, params=None, runtime: str | None = None,
-                  **legacy) -> TrainPrediction:
+def predict_train(spec, hw, w: Workload, params=None, runtime: str | None = None) -> TrainPrediction:
     """One training step of `w` (global batch) on its devices. Layout knobs left None are chosen
     by the planner (plan.py: the fastest layout that fits; BadInput when none does); a workload
     whose knobs are all given is predicted as is (`fits` says whether it fits), on Python floats."""
-    if w is None:
-        w = legacy_workload(spec, hw, **legacy)
-    elif legacy:
-        raise BadInput(f"give a Workload or keywords, not both ({', '.join(legacy)})")
     w = _defaults(w, hw)
     p = params if params is not None else resolve_params(hw)
     if open_knobs(w, spec):
@@ -191,57 +185,16 @@ def prediction(w: Workload, r, hw) -> TrainPrediction:
                      "exposed": float(st.exposed_s)})
 
 
-def sweep_train(spec, hw, w: Workload | None = None, params=None, **arrays) -> dict:
+def sweep_train(spec, hw, w: Workload, params=None, **arrays) -> dict:
     """Vectorised predict_train: `w` is the base (its layout resolved as predict_train does) and
     keyword arrays replace the fields that vary (Workload names: batch, seq_len, devices, tp, pp,
     micro_batch, sparsity, zero, and recompute / offload as grid codes). No per-point checks.
     Returns a dict of arrays: METRICS names, the breakdown terms, micro_batches, fits."""
-    if w is None:
-        w, arrays = legacy_sweep(spec, hw, arrays)
     w = plain_layout(_defaults(w, hw), hw)
     p = params if params is not None else resolve_params(hw)
     xp = backend_for(*arrays.values())
     r = step_arrays(spec, hw, w.precision, grid_of(w, **arrays), p, xp)
     return sweep_metrics(r, xp)
-
-
-_LEGACY = ("batch", "seq", "devices", "precision", "grad_accum", "tp", "pp", "recompute", "sparsity",
-           "mode", "zero")
-
-
-def legacy_workload(spec, hw, **kw) -> Workload:
-    """The Workload of the keyword call predict_train(spec, hw, batch=, seq=, ...) that callers
-    outside perfmodel still make: every knob explicit (tp = pp = 1, no ZeRO, no recompute), as the
-    keywords meant; with pp > 1 and grad_accum 1, micro-batch 1 (Megatron practice)."""
-    unknown = set(kw) - set(_LEGACY)
-    if unknown:
-        raise BadInput(f"unknown prediction option(s) {', '.join(sorted(unknown))}")
-    mode = kw.get("mode", "auto")
-    if mode not in MODES:
-        raise BadInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    tp, pp, ga = kw.get("tp", 1), kw.get("pp", 1), kw.get("grad_accum", 1)
-    w = Workload(model=spec.name, hardware=hw.name, batch=kw["batch"], seq_len=kw["seq"],
-                 devices=kw.get("devices", 1), precision=kw.get("precision", "bf16"),
-                 sparsity=kw.get("sparsity", 0.0), grad_accum=None if pp > 1 and ga == 1 else ga,
-                 micro_batch=1 if pp > 1 and ga == 1 else None,
-                 layout={"tp": tp, "pp": pp, "zero": kw.get("zero", 0),
-                         "recompute": kw.get("recompute", "none"), "mode": None if mode == "auto" else mode})
-    return plain_layout(w.with_(devices=w.devices or 1), hw)
-
-
-def legacy_sweep(spec, hw, kw: dict) -> tuple[Workload, dict]:
-    """(base Workload, arrays) of a keyword sweep_train(spec, hw, batch=, seq=, ...) call: the
-    numeric keywords become arrays, grad_accum becomes the micro-batch (the same pp > 1 rule)."""
-    import numpy as np
-
-    B, T, D, G, TP, PP, Z, S = (np.asarray(kw.pop(k, d), dtype=float) for k, d in (
-        ("batch", 1), ("seq", 1), ("devices", 1), ("grad_accum", 1), ("tp", 1), ("pp", 1), ("zero", 0),
-        ("sparsity", 0.0)))
-    dp = D / (TP * PP)
-    m = np.where((PP > 1) & (G == 1), np.maximum(B / dp, 1.0), G)
-    w = legacy_workload(spec, hw, batch=1, seq=1, **kw).with_(micro_batch=1, grad_accum=1)
-    return w, {"batch": B, "seq_len": T, "devices": D, "tp": TP, "pp": PP, "micro_batch": B / (dp * m),
-               "zero": Z, "sparsity": S}
 
 
 # ---------------------------------------------------------------- weight streaming

@@ -12,10 +12,8 @@ TOL_NUMERIC for numeric rows, TOL_MEGATRON (mean abs error) for Megatron Table 1
 """
 from __future__ import annotations
 
-import csv
 import math
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
@@ -23,13 +21,13 @@ from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 
 from llmbench.point import Workload
+from llmbench.published import PUBLISHED_V2_CSV, parse_range, published_rows
 
 from .infer import predict_infer
 from .params import resolve_params
 from .project import DATASETS, epoch_time_s
 from .train import as_run, predict_train
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "reference" / "published_v2.csv"
 TOL_NUMERIC = 0.25
 TOL_MEGATRON = 0.05
 
@@ -84,28 +82,6 @@ ASSUME: dict[str, dict] = {
                    "(the cap) with 4 beams: a request decodes 4 sequences"}
        for k in ("mlperf31-google-4xtpuv5e-gptj-offline", "mlperf31-google-4xtpuv5e-gptj-server-p50")},
 }
-
-
-@lru_cache(maxsize=1)
-def published_rows() -> tuple[dict, ...]:
-    with open(PUBLISHED, newline="") as f:
-        return tuple(csv.DictReader(f))
-
-
-def parse_value(v: str) -> tuple[float, float] | None:
-    """'14000' -> (14000, 14000); '1.8-2.0' -> (1.8, 2.0); non-numeric -> None."""
-    try:
-        x = float(v)
-        return x, x
-    except ValueError:
-        pass
-    parts = v.split("-")
-    if len(parts) == 2:
-        try:
-            return float(parts[0]), float(parts[1])
-        except ValueError:
-            return None
-    return None
 
 
 #: ASSUME keys that are Workload fields (prompt_len is the inference seq_len)
@@ -457,8 +433,8 @@ def error(pred: float, lo: float, hi: float) -> float:
 
 def numeric_rows(params: dict | None = None) -> list[dict]:
     out = []
-    for row in published_rows():
-        rng = parse_value(row["value"])
+    for row in published_rows(PUBLISHED_V2_CSV):
+        rng = parse_range(row["value"])
         if rng is None:
             continue
         try:
@@ -500,8 +476,8 @@ def summary(rows: list[dict]) -> dict:
 
 def fit_points() -> list[dict]:
     """Numeric rows of one hardware each (cross-system ratios are predicted, never fitted)."""
-    return [{**row, "range": rng} for row in published_rows()
-            if (rng := parse_value(row["value"])) is not None and " " not in row["system"]]
+    return [{**row, "range": rng} for row in published_rows(PUBLISHED_V2_CSV)
+            if (rng := parse_range(row["value"])) is not None and " " not in row["system"]]
 
 
 _FITS: dict = {}
@@ -552,9 +528,9 @@ def out_of_sample(rows: list[dict]) -> dict:
     from . import pooled
 
     pts, lin, fitted, by_source = pooled_fit()
-    src_of = {row["id"]: row["source"] for row in published_rows()}
+    src_of = {row["id"]: row["source"] for row in published_rows(PUBLISHED_V2_CSV)}
     for r in rows:
-        rng = parse_value(r["published"])
+        rng = parse_range(r["published"])
         fold = by_source.get(src_of[r["id"]], fitted)
         r["source"] = src_of[r["id"]]
         row = _ROWS_BY_ID()[r["id"]]
@@ -582,7 +558,7 @@ def _try(r: dict, params: dict) -> float | None:
 
 @lru_cache(maxsize=1)
 def _ROWS_BY_ID() -> dict:  # noqa: N802
-    return {r["id"]: r for r in published_rows()}
+    return {r["id"]: r for r in published_rows(PUBLISHED_V2_CSV)}
 
 
 def spread(rows: list[dict], key: str) -> dict:
@@ -616,7 +592,7 @@ def run(params: dict | None = None, loso: bool = True) -> dict:
     n_ok = sum(r["within_tolerance"] for r in rows)
     meg = summary(rows).get("megatron-table1", {})
     return {"rows": rows, "summary": summary(rows), "trends": trends, **oos,
-            "sources": len({r["source"] for r in published_rows()}),
+            "sources": len({r["source"] for r in published_rows(PUBLISHED_V2_CSV)}),
             "numeric_within_tolerance": n_ok, "numeric_rows": len(rows),
             "refused": [r["id"] for r in rows if r["predicted"] is None and not r["skipped"]],
             "skipped": [r["id"] for r in rows if r["skipped"]],

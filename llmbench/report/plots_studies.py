@@ -2,7 +2,7 @@
 GenSLM. Each `draw_*(data)` returns a matplotlib Figure."""
 from __future__ import annotations
 
-from llmbench.results.published import parse_range
+from llmbench.published import parse_range
 
 from . import style
 from .plotkit import (

@@ -64,7 +64,7 @@ def own_rows(data: Data) -> list[dict]:
 
 def published_for(rows: list[dict]) -> list[dict]:
     """published_v2.csv rows of a model and hardware the user's rows have (the relevant ones)."""
-    from llmbench.results.published import PUBLISHED_V2_CSV, published_rows
+    from llmbench.published import PUBLISHED_V2_CSV, published_rows
 
     want = {(field(r, "model"), r.get("hardware")) for r in rows}
     return [p for p in published_rows(PUBLISHED_V2_CSV) if (p.get("model"), p.get("system")) in want]

@@ -1,6 +1,6 @@
 """`llmbench results ...`: list, export and load the published reference values.
 
-    llmbench results list [--db PATH] [--study S] [--source measured] [--json]
+    llmbench results list [--db PATH] [--study S] [--source measured] [--workload-of KEY] [--json]
     llmbench results export --format csv|json|parquet [-o FILE] [--db PATH] [filters]
     llmbench results load-published [--db PATH] [--json]
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from llmbench._cliutil import add_db, add_json, emit_json, headline, table
 
-FILTERS = ("study", "source", "suite", "model", "hardware", "status", "workload_id")
+FILTERS = ("study", "source", "suite", "model", "hardware", "status", "workload_id", "workload_of")
 
 
 def _open_existing(db: str | None):
@@ -38,6 +38,9 @@ def _add_filters(p) -> None:
     p.add_argument("--status", help="ok | oom | error | skipped | running | crashed")
     p.add_argument("--workload-id", help="the measured, predicted and published results of one "
                    "workload (its id: sha256 of llmbench.point.Workload.to_dict())")
+    p.add_argument("--workload-of", metavar="KEY", help="every engine's results of the workload of "
+                   "result KEY (a key or its first characters, as listed): measure, predict and stream "
+                   "runs of it, in any execution mode (resident, weight_streaming, sram_pipeline)")
 
 
 def point_summary(point: dict) -> str:

@@ -14,22 +14,21 @@ A row whose configuration is not a workload (a range of device counts, a precisi
 not know) is kept as a plain point (id, suite, model, hardware) with the reason in
 environment["not_a_workload"]: no published figure is dropped.
 
-The file read is `PUBLISHED_CSV`. published_v2.csv (issue 10: the same ids plus 13 more sources
+The tables are read (and checked) by llmbench/published.py, the one reader; the file read here
+is `PUBLISHED_CSV` by default. published_v2.csv (issue 10: the same ids plus 13 more sources
 and the layout columns) reads through the same code (`record_published(db, PUBLISHED_V2_CSV)`);
 the default switches when perfmodel's validation does, so the report compares one set of rows.
 """
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
-REFERENCE = Path(__file__).resolve().parent.parent / "reference"
-PUBLISHED_CSV = REFERENCE / "published.csv"
-PUBLISHED_V2_CSV = REFERENCE / "published_v2.csv"
+from llmbench.published import PUBLISHED_CSV, published_rows
 
 
 def _num(text: str):
-    """int or float when the cell is a plain number, else the text (ranges like '1.8-2.0')."""
+    """int or float when the cell is a plain number, else the text (ranges like '1.8-2.0':
+    llmbench.published.parse_range reads them)."""
     text = (text or "").strip()
     if text == "":
         return None
@@ -39,32 +38,6 @@ def _num(text: str):
         except ValueError:
             pass
     return text
-
-
-def parse_range(value) -> tuple[float, float] | None:
-    """A published value as (low, high): '14000' -> (14000, 14000), '1.8-2.0' -> (1.8, 2.0), a
-    number -> (x, x); text that is neither (a trend) -> None. (perfmodel.validate.parse_value
-    reads the CSV cells the same way.)"""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value), float(value)
-    text = str(value).strip()
-    try:
-        return float(text), float(text)
-    except ValueError:
-        pass
-    parts = text.split("-")
-    if len(parts) == 2:
-        try:
-            return float(parts[0]), float(parts[1])
-        except ValueError:
-            return None
-    return None
-
-
-def published_rows(path: str | Path | None = None) -> list[dict]:
-    """The rows of published.csv as dicts of str."""
-    with open(path or PUBLISHED_CSV, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def published_point(row: dict):
@@ -83,7 +56,7 @@ def record_published(db, path: str | Path | None = None) -> list[str]:
     """Record every published row in `db` (source="published", tag = the row id); returns the
     keys, one per row."""
     keys = []
-    file = Path(path or PUBLISHED_CSV)
+    file = Path(path) if path else PUBLISHED_CSV
     for row in published_rows(file):
         point, why = published_point(row)
         environment = {"id": row["id"], "reference": row["source"], "unit": row["unit"],

@@ -416,12 +416,25 @@ class ResultsDB:
     @_guarded
     def query(self, study: str | None = None, source: str | None = None, suite: str | None = None,
               model: str | None = None, hardware: str | None = None,
-              status: str | None = None, workload_id: str | None = None) -> list[dict]:
+              status: str | None = None, workload_id: str | None = None,
+              workload_of: str | None = None) -> list[dict]:
         """Rows matching every given filter (None = any), oldest first, JSON fields decoded.
 
         `study` matches the points linked to that study (a shared point belongs to each study
         that recorded it), not only the study that wrote the row last. `workload_id` gives the
-        measured, predicted and published results of one Workload (`w.id()`)."""
+        measured, predicted and published results of one Workload (`w.id()`); `workload_of` (a
+        result's key, or a prefix of one as `results list` prints it) every engine's results of
+        that result's workload in any execution mode (same_run)."""
+        if workload_of is None:
+            return self._query(study, source, suite, model, hardware, status, workload_id)
+        ref = self.workload_row(workload_of)
+        # the indexed columns narrow the scan; a filter given too still applies (AND)
+        suite, model, hardware = (ref[k] if v is None else v for k, v in
+                                  (("suite", suite), ("model", model), ("hardware", hardware)))
+        rows = self._query(study, source, suite, model, hardware, status, workload_id)
+        return [r for r in rows if r.get("workload_id") and same_run(r["point"], ref["point"])]
+
+    def _query(self, study, source, suite, model, hardware, status, workload_id) -> list[dict]:
         where, args = [], []
         if workload_id is not None and "NULL AS workload_id" in self._select:
             return []  # an old file read as it is: no row has a workload id
@@ -444,6 +457,27 @@ class ResultsDB:
             except BadInput as e:
                 self.skipped[str(r[0])] = str(e)
         return rows
+
+    def workload_row(self, key: str) -> dict:
+        """The row of result `key` (or a prefix of it), which must be a Workload's; BadInput if not."""
+        ref = self.get(self.resolve_key(key))
+        if not ref.get("workload_id"):
+            raise BadInput(f"result {ref['key'][:10]} is not a workload's result (its point: "
+                           f"{canonical_json(ref['point'])[:80]}): give a measured or predicted run's key")
+        return ref
+
+    @_guarded
+    def resolve_key(self, key: str) -> str:
+        """The full key of the one result whose key starts with `key`; BadInput (one line) if none
+        or several do."""
+        if not key or any(c not in "0123456789abcdef" for c in key):
+            raise BadInput(f"result key {key!r}: a (prefix of a) hex key as `llmbench results list` prints it")
+        hits = [r[0] for r in self._con.execute(
+            "SELECT key FROM results WHERE key >= ? AND key < ? LIMIT 2", (key, key + "g")).fetchall()]
+        if len(hits) != 1:
+            raise BadInput(f"result key {key!r} matches {'no result' if not hits else 'several results'} "
+                           f"in {self.path}" + ("; give more of it" if hits else ""))
+        return hits[0]
 
     @_guarded
     def studies(self) -> dict[str, int]:
@@ -487,6 +521,24 @@ class ResultsDB:
         more = f" and {len(self.skipped) - 1} more" if len(self.skipped) > 1 else ""
         return (f"warning: {self.path}: skipped {len(self.skipped)} row(s) that no longer validate "
                 f"(row {key[:12]}: {why}{more})")
+
+
+#: layout knobs that say how a workload runs, not what runs: measure and the resident stream
+#: trainer run it resident, the streaming engine weight_streaming, the pipeline sram_pipeline (and
+#: the offload that goes with each); results that differ only in these are one workload's runs
+EXECUTION_KNOBS = ("mode", "offload")
+
+
+def same_run(a: dict, b: dict) -> bool:
+    """Whether two Workload points (`to_dict()`) are one workload run by different engines: equal
+    but for the layout's EXECUTION_KNOBS, and ep 1 the same as ep unset (no expert parallelism:
+    the planner writes ep 1 for a dense model, measure leaves it out)."""
+    def strip(p: dict) -> dict:
+        lay = {k: v for k, v in (p.get("layout") or {}).items()
+               if k not in EXECUTION_KNOBS and not (k == "ep" and v in (None, 1))}
+        return {**p, "layout": lay}
+
+    return canonical_json(strip(a)) == canonical_json(strip(b))
 
 
 def _readable(d: dict) -> dict:

@@ -295,7 +295,9 @@ def record(db_path: str, out: dict, *, study: str | None = None) -> list[str]:
     """Store a `stream train` run (one row, mode weight_streaming) or a `stream compare` (two rows:
     the streamed run and its resident side, mode resident: the very Workload `measure train`
     records) as `measured` results in the results database; everything that is not a METRIC goes
-    to environment["info"]. Returns the keys."""
+    to environment["info"]. Tagged with the command, so neither replaces `measure train`'s row of
+    the same Workload nor the other command's (`results list --workload-of KEY` shows them all).
+    Returns the keys."""
     from llmbench.measure import device as dev
     from llmbench.point import METRICS, Workload
     from llmbench.results.store import ResultsDB
@@ -305,6 +307,7 @@ def record(db_path: str, out: dict, *, study: str | None = None) -> list[str]:
     w = Workload.from_dict(out["workload"])
     sides = ([(w, "streamed_"), (w.with_(mode="resident"), "resident_")] if "resident_loss" in out
              else [(w, "")])
+    tag = "stream compare" if len(sides) == 2 else "stream train"
     with ResultsDB(db_path) as db:
-        return [db.record(wk, metrics=_metrics(out, prefix), environment=env, study=study)
+        return [db.record(wk, metrics=_metrics(out, prefix), environment=env, study=study, tag=tag)
                 for wk, prefix in sides]

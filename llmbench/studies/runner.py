@@ -272,12 +272,12 @@ def _sigterm_unwinds():
 def published_values(ids) -> list[dict]:
     """The rows of reference/published.csv a study is compared with (id, system, model, metric,
     value, unit, source)."""
-    from llmbench.results.published import published_rows
+    from llmbench.published import PUBLISHED_CSV, published_rows
 
     wanted = set(ids)
     keep = ("id", "system", "model", "task", "precision", "batch", "seq_len", "devices", "metric",
             "value", "unit", "source")
-    return [{k: r[k] for k in keep} for r in published_rows() if r["id"] in wanted]
+    return [{k: r[k] for k in keep} for r in published_rows(PUBLISHED_CSV) if r["id"] in wanted]
 
 
 def summary(plan: StudyPlan, rows: list[dict], db_path: str) -> dict:

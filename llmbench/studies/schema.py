@@ -333,9 +333,9 @@ def _check_grid(grid, path, where: str, rules: dict = POINT_RULES) -> None:
 
 
 def _check_published(ids: list, path) -> None:
-    from llmbench.results.published import published_rows
+    from llmbench.published import PUBLISHED_CSV, published_rows
 
-    known = {r["id"] for r in published_rows()}
+    known = {r["id"] for r in published_rows(PUBLISHED_CSV)}
     for pid in ids:
         if not isinstance(pid, str):
             raise BadInput(f"{path}: published holds row ids (text), got {_kind(pid)}")

@@ -16,7 +16,8 @@ fit's `in_sample_predicted` / `in_sample_error` and leave-one-source-out `loso_p
 """
 from __future__ import annotations
 
-from llmbench.results.published import PUBLISHED_V2_CSV, parse_range, published_point, published_rows
+from llmbench.published import PUBLISHED_V2_CSV, parse_range, published_rows
+from llmbench.results.published import published_point
 from llmbench.results.store import ResultsDB
 
 COMMAND = "llmbench validate --json"
