@@ -48,9 +48,12 @@ from llmbench.serve.metrics import summarize
 from llmbench.serve.sim import Scheduler, simulate
 
 #: (decode sequences, cached tokens each, prompt tokens, prompts) of the calibration steps: decode
-#: steps and prefill steps of one or several prompts, as continuous batching runs them
-CALIBRATION = ([(b, c, 0, 0) for b in (1, 4, 16) for c in (32, 160)]
-               + [(0, 0, p, 1) for p in (16, 64, 160, 320)] + [(0, 0, 64, n) for n in (2, 4)])
+#: steps and prefill steps of one or several prompts, as continuous batching runs them. Decodes of
+#: 1, 2, 4, 8, 16 and prefills of 1 to 16 prompts: both sides of the CPU's matrix-vector / packed
+#: GEMM switch at 2 rows (perfmodel/serving.py GEMM_WEIGHT_PASSES), in the layers and in the LM head
+CALIBRATION = ([(b, c, 0, 0) for b in (1, 2, 4, 8, 16) for c in (32, 160)]
+               + [(0, 0, p, 1) for p in (16, 64, 160, 320)] + [(0, 0, 64, n) for n in (2, 4)]
+               + [(0, 0, 16, n) for n in (2, 4, 8, 16)] + [(0, 0, 32, n) for n in (2, 8)])
 LEVELS = (0.2, 0.6, 1.5)  # x the predicted saturated request throughput
 SHOWN = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "request_throughput",
          "output_throughput")
