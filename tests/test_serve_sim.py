@@ -190,3 +190,62 @@ def test_every_token_after_the_first_has_one_itl_and_blocks_come_back(policy):
     assert float(rec.itl_s.sum()) <= total + 1e-6
     if policy != "static":
         assert float(rec.itl_s.sum()) == pytest.approx(total, rel=1e-9)
+
+
+# ---------------------------------------------------------------- the speed-ups change no figure
+
+GOLDEN = __import__("pathlib").Path(__file__).with_name("data") / "serve_sim_golden.json"
+_LENS = dict(prompt_len="lognormal:1000,500", output_len="lognormal:200,100")
+
+
+def _golden_cases():
+    """name -> (Deployment, Load): every scheduler path of sim.py on the real step model
+    (Llama-3.1-8B on an H100, perfmodel/serving.py), 2,000 requests each."""
+    from llmbench.serve.config import Deployment, Load
+
+    h100 = dict(model="llama-3.1-8b", hardware="h100-sxm")
+    n = 2000
+    return {
+        "chunked light": (Deployment(**h100), Load(rate_per_s=10, requests=n, **_LENS)),
+        "chunked saturated": (Deployment(**h100), Load(rate_per_s=40, requests=n, **_LENS)),
+        "continuous": (Deployment(**h100, policy="continuous"), Load(rate_per_s=20, requests=n, **_LENS)),
+        "static": (Deployment(**h100, policy="static", max_num_seqs=32), Load(rate_per_s=5, requests=n // 4, **_LENS)),
+        "least outstanding x3": (Deployment(**h100, replicas=3, router="least_outstanding"),
+                                 Load(rate_per_s=30, requests=n, **_LENS)),
+        "round robin x2": (Deployment(**h100, replicas=2), Load(rate_per_s=20, requests=n, **_LENS)),
+        "closed loop 32": (Deployment(**h100), Load(max_concurrency=32, requests=n, **_LENS)),
+        "preempting": (Deployment(**h100, max_num_seqs=512), Load(rate_per_s=60, requests=n,
+                                                                  prompt_len="lognormal:4000,2000",
+                                                                  output_len="lognormal:800,400")),
+    }
+
+
+def _golden_figures(d, load) -> dict:
+    from llmbench.serve.run import run
+
+    res = run(d, load)
+    return {k: v for k, v in res.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def test_fixed_traces_give_the_recorded_figures():
+    """Every figure of 8 fixed 2,000-request runs equals the one recorded before the simulator's
+    speed-ups (tests/data/serve_sim_golden.json; `python tests/test_serve_sim.py` rewrites it),
+    to 1e-9 relative: a faster simulator must be the same simulator."""
+    import json
+
+    want = json.loads(GOLDEN.read_text())
+    cases = _golden_cases()
+    assert sorted(want) == sorted(cases)
+    for name, (d, load) in cases.items():
+        got = _golden_figures(d, load)
+        assert sorted(got) == sorted(want[name]), name
+        for k, v in want[name].items():
+            assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-12), (name, k, got[k], v)
+
+
+if __name__ == "__main__":
+    import json
+
+    GOLDEN.write_text(json.dumps({name: _golden_figures(d, load) for name, (d, load) in _golden_cases().items()},
+                                 indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")
