@@ -149,8 +149,12 @@ class _Requests:
         self.itl_runs: list[tuple[np.ndarray, int]] = []     # (ITLs, how many sequences had each)
 
     def itls(self) -> np.ndarray:
-        runs = [np.tile(v, n) for v, n in self.itl_runs]
-        return np.concatenate(self.itl + runs) if self.itl or runs else np.zeros(0)
+        """Every ITL, pooled (the order is not kept: the summary's statistics do not need it)."""
+        if not self.itl_runs:
+            return np.concatenate(self.itl) if self.itl else np.zeros(0)
+        gaps = np.concatenate([v for v, _ in self.itl_runs])
+        times = np.repeat(np.array([n for _, n in self.itl_runs]), [len(v) for v, _ in self.itl_runs])
+        return np.concatenate(self.itl + [np.repeat(gaps, times)])
 
 
 #: the compact per-sequence arrays of a replica, in admission order
