@@ -18,6 +18,11 @@
    prefill prioritised, max_num_seqs, max_batched_tokens, block_tokens) and the same KV blocks.
 3. Side by side: p50/p99 TTFT and TPOT, request and output-token throughput, and sim / runtime.
    Targets (issue 22): p50 within 20%, p99 within 35%, throughput within 15%.
+4. A diagnostic, fitted on nothing: the runtime logs each step of the replay (shape and wall
+   time, measure/serve.py log_steps); each is set against the step model's time for that shape,
+   decode-only steps and steps with prompts apart (median measured / model; 1.00 when the
+   calibration holds during the replay), with the engine steps each side counted. It tells a step
+   model that is wrong from a machine whose speed moved between calibration and replay.
 
 Model: GPT-2 small's architecture and vocabulary, resized to 4 layers of width 256 (4 heads),
 so that 3 x 200 requests replay in minutes on 2 shared cores. Torch runs on one thread: on a
@@ -124,14 +129,36 @@ def simulated(trace, sm, cfg: EngineConfig) -> dict:
                       max_num_seqs=cfg.max_num_seqs, max_batched_tokens=cfg.max_batched_tokens,
                       block_tokens=cfg.block_tokens)
     res = simulate(trace, sm, sched)
-    return summarize(res.records, preemptions=res.preemptions)
+    return {**summarize(res.records, preemptions=res.preemptions), "engine_steps": res.steps}
 
 
-def measured(model, trace, cfg: EngineConfig) -> dict:
+def measured(model, trace, cfg: EngineConfig):
+    """The runtime's summary, and its replay (with each step's shape and time: step_log)."""
     engine = ServingEngine(model, replace(cfg, kv_blocks=kv_blocks(trace, cfg)))
     engine.warm_up()
-    replay = engine.replay(trace)
-    return summarize(replay.to_records(), preemptions=replay.preemptions)
+    replay = engine.replay(trace, log_steps=True)
+    return summarize(replay.to_records(), preemptions=replay.preemptions), replay
+
+
+def step_check(replay, sm, sim_steps: int) -> dict:
+    """A diagnostic, fitted on nothing: the replay's own steps timed by the runtime against the
+    step model's time for the same shapes (the level's calibrated model), decode-only steps and
+    steps with prompts apart; and the share of the replay the engine spent outside its steps
+    (scheduling, bookkeeping, waiting for arrivals)."""
+    log = replay.step_log
+    col = lambda f: np.array([getattr(r, f) for r in log], dtype=float)  # noqa: E731
+    meas = col("time_s")
+    pred = sm.time_s(col("prefill_tokens"), col("decode_seqs"), col("kv_tokens_read"),
+                     prefill_seqs=col("prefill_seqs"), prefill_attn_pairs=col("prefill_attn_pairs"))
+    dec = col("prefill_tokens") == 0
+    ratio = lambda m: float(np.median(meas[m] / pred[m])) if m.any() else float("nan")  # noqa: E731
+    out = {"runtime_steps": len(log), "sim_steps": sim_steps, "decode_steps_ratio": ratio(dec),
+           "prefill_steps_ratio": ratio(~dec), "steps_share": float(meas.sum() / replay.duration_s),
+           "mean_decode_seqs": float(col("decode_seqs")[dec].mean()) if dec.any() else 0.0}
+    print(f"  the replay's own steps: {out['runtime_steps']} (simulator {sim_steps}); measured / step model, median: "
+          f"decode-only steps {out['decode_steps_ratio']:.2f} (mean {out['mean_decode_seqs']:.1f} sequences), "
+          f"steps with prompts {out['prefill_steps_ratio']:.2f}; steps take {out['steps_share']:.0%} of the replay")
+    return out
 
 
 def _verdict(key: str, ratio: float) -> str:
@@ -193,20 +220,22 @@ def main() -> None:
     print(f"\npredicted saturated throughput: {saturated:.2f} req/s; levels at {LEVELS} x that, "
           "each with its own calibration, timed just before and just after its replay (the load of the "
           "machine drifts)")
-    rows, engines = [], []
+    rows, engines, checks = [], [], []
     for name, x in zip(("light", "medium", "saturated"), LEVELS):
         print()
         _, _, before = calibrated(model, spec, hw, cfg, a.repeats, verbose=False)
         trace = make_trace(a.requests, x * saturated, a.seed + 1)
-        real = measured(model, trace, cfg)
+        real, replay = measured(model, trace, cfg)
         sm, eng, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=False, earlier=before)
-        rows += show_level(name, x * saturated, real, simulated(trace, sm, cfg))
+        sim = simulated(trace, sm, cfg)
+        rows += show_level(name, x * saturated, real, sim)
+        checks.append({"level": name, **step_check(replay, sm, sim["engine_steps"])})
         engines.append({"level": name, **{k: getattr(eng, k) for k in ("bandwidth_fraction", "prefill_efficiency",
                                                                        "step_overhead_s")}})
     print(f"\nload average after: {os.getloadavg()}; {sum(r['ok'] for r in rows)}/{len(rows)} within target")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"engines": engines, "rows": rows}, f, indent=1)
+            json.dump({"engines": engines, "rows": rows, "step_checks": checks}, f, indent=1)
 
 
 if __name__ == "__main__":
