@@ -9,16 +9,16 @@ serving benchmark's model runs (GPT-2 small resized to 4 layers of width 256: pe
 --reps after a warm-up. Beside each time: the weight bytes over the time (GB/s: the memory rate if
 the weights are read once) and the FLOPs over the time (GFLOP/s).
 
-What it shows, and what perfmodel/serving.py builds on it (CPU_WEIGHT_PASSES): M = 1 goes to a
-matrix-vector kernel (sgemv) that streams the weights once; M >= 2 goes to a GEMM that first packs
-panels of the weight matrix into a contiguous buffer (Goto & van de Geijn 2008; BLIS, oneDNN,
-OpenBLAS all pack B when it is larger than the cache), so the weights cross the memory bus about
-twice: read to pack, then the packed copy read again by the kernel; then, as M grows, the GEMM turns
-compute-bound. The fit printed at the end: t(M) = passes(M) x bytes / bandwidth + 2 M N K / rate,
-passes 1 for M = 1, `--passes` p for M >= 2, bandwidth from M = 1, the rate and p by least squares
-on log time over the LM head's rows; and the same with max() in place of the sum (everything
-overlaps), and with the packing serial but the kernel's one pass overlapping its FLOPs ("pack+max":
-(passes - 1) x bytes / bandwidth + max(bytes / bandwidth, FLOPs / rate)), for comparison.
+What it shows, and what perfmodel/serving.py builds on it (GEMM_WEIGHT_PASSES): M = 1 runs a
+matrix-vector kernel that streams the weights once; M >= 2 runs a GEMM that first packs panels of
+the weight matrix into a contiguous buffer (Goto & van de Geijn, ACM TOMS 2008; Intel, "Introducing
+the new packed APIs for GEMM": packing "can be costly, especially for input matrices with one or
+more small dimensions"; torch's CPU build calls MKL), so M = 2..8 take about twice the time of
+M = 1 on the LM head, then the GEMM turns compute-bound. The fits printed at the end, over the LM
+head's rows (bandwidth from M = 1; passes for M >= 2 and the compute rate by least squares on log
+time): "sum" t = passes x bytes / bandwidth + FLOPs / rate (nothing overlaps); "max" the larger of
+the two (everything overlaps); "pack+max" (passes - 1) x bytes / bandwidth + max(bytes /
+bandwidth, FLOPs / rate) (the packing serial, the kernel's own pass overlapping its FLOPs).
 """
 from __future__ import annotations
 

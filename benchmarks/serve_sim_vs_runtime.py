@@ -123,11 +123,12 @@ def kv_blocks(trace: tr.Trace, cfg: EngineConfig) -> int:
 
 
 def simulated(trace, sm, cfg: EngineConfig) -> dict:
-    """The simulator on the runtime's scheduler and KV pool."""
+    """The simulator on the runtime's scheduler and KV pool; its decodes padded to the longest
+    context, as the runtime batches them (pad + mask: sim.Scheduler.padded_decode)."""
     sm = replace(sm, kv_capacity_tokens=kv_blocks(trace, cfg) * cfg.block_tokens)
     sched = Scheduler(policy="chunked" if cfg.chunked_prefill else "continuous",
                       max_num_seqs=cfg.max_num_seqs, max_batched_tokens=cfg.max_batched_tokens,
-                      block_tokens=cfg.block_tokens)
+                      block_tokens=cfg.block_tokens, padded_decode=True)
     res = simulate(trace, sm, sched)
     return {**summarize(res.records, preemptions=res.preemptions), "engine_steps": res.steps}
 

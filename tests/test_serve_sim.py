@@ -192,6 +192,25 @@ def test_every_token_after_the_first_has_one_itl_and_blocks_come_back(policy):
         assert float(rec.itl_s.sum()) == pytest.approx(total, rel=1e-9)
 
 
+@pytest.mark.parametrize("policy", ["continuous", "chunked"])
+def test_padded_decode_reads_the_longest_context_for_every_sequence(policy):
+    """padded_decode (measure/serve.py's pad + mask): a decode step of contexts 100 and 10 reads
+    2 x 100 cached tokens, not 110; n more at each later step. By hand: 4 decode steps after the
+    prefill, cached tokens 2 (100 + j) padded against 110 + 2 j."""
+    a, d = 1e-3, 1e-5
+    trace = Trace(arrival_s=np.zeros(2), prompt_tokens=np.array([100, 10]), output_tokens=np.array([5, 5]))
+    tpot = {}
+    for padded in (False, True):
+        sched = Scheduler(policy=policy, max_num_seqs=4, max_batched_tokens=512, padded_decode=padded)
+        tpot[padded] = simulate(trace, Linear(a=a, d=d), sched).records.tpot_s()
+    j = np.arange(4)
+    assert tpot[False] == pytest.approx([a + d * np.mean(110 + 2 * j)] * 2, rel=1e-9)
+    assert tpot[True] == pytest.approx([a + d * np.mean(2 * (100 + j))] * 2, rel=1e-9)
+    same = Trace(arrival_s=np.zeros(2), prompt_tokens=np.array([50, 50]), output_tokens=np.array([5, 5]))
+    runs = [simulate(same, Linear(a=a, d=d), Scheduler(policy=policy, padded_decode=p)).records.tpot_s() for p in (0, 1)]
+    assert np.array_equal(runs[0], runs[1])  # equal contexts: no padding
+
+
 # ---------------------------------------------------------------- the speed-ups change no figure
 
 GOLDEN = __import__("pathlib").Path(__file__).with_name("data") / "serve_sim_golden.json"

@@ -30,7 +30,9 @@ The engine, as vLLM, Orca and Sarathi-Serve describe theirs:
     tokens again; a request that could never fit alone is rejected (it counts as failed);
   - replicas behind a router (`round_robin`, `least_outstanding`: fewest unfinished requests);
   - a client concurrency limit (`max_concurrency`: the closed loop of benchmark_serving
-    --max-concurrency): a request is sent at its arrival time or when an earlier one finishes.
+    --max-concurrency): a request is sent at its arrival time or when an earlier one finishes;
+  - `padded_decode`: a step's decodes attend over the longest one's context (pad + mask, as
+    llmbench's own runtime measure/serve.py batches them); off: each over its own (paged attention).
 Steps in which nothing but decodes change are taken many at once (the step model is vectorised
 over them), so the cost is per event (arrival, finish, block shortage), not per token.
 """
@@ -67,6 +69,9 @@ class Scheduler:
     replicas: int = 1                 # engine replicas behind the router
     router: str = "round_robin"       # round_robin | least_outstanding
     max_concurrency: int | None = None  # requests in flight from the client (closed loop)
+    padded_decode: bool = False       # a step's decodes attend over the longest one's context
+    """(pad + mask, as measure/serve.py batches them: cached tokens read = decodes x the longest
+    context); False: each over its own (paged attention, vLLM and the others)"""
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -315,7 +320,7 @@ class _Replica:
         """One step: each sequence processes `take` tokens (a decode 1, a prompt chunk more)."""
         on = take > 0
         dec = on & (self.todo == 1) & (self.gen > 0)
-        kv = float(self.ctx[dec].sum())  # cached tokens read: the decodes' contexts, the chunks' prefixes
+        kv = self._decode_kv(self.ctx[dec])  # cached tokens read: the decodes' contexts, the chunks' prefixes
         chunks = pairs = ends = 0.0
         for j in np.flatnonzero(on ^ dec).tolist():  # the prompt chunks: a few, in Python
             c, p = float(take[j]), float(self.ctx[j])
@@ -348,7 +353,7 @@ class _Replica:
         """k decode steps of the sequences `sel` at once: k up to the first finish, the first
         block shortage, or the step ending at or after `until_s` when a newcomer could join."""
         ctx, blk = self.ctx[sel], self.blk[sel]
-        n, kv0 = len(ctx), float(ctx.sum())
+        n, kv0 = len(ctx), self._decode_kv(ctx)
         k_fin = int((self.out[sel] - self.gen[sel]).min())
         k = self._steps_with_blocks(ctx, blk, min(k_fin, MAX_RUN_STEPS))
         cut = force_cut or (not self.waiting and len(self.ids) < self.s.max_num_seqs)
@@ -374,6 +379,13 @@ class _Replica:
         self.steps += k
         if k == k_fin:
             self._finish()
+
+    def _decode_kv(self, ctx: np.ndarray) -> float:
+        """Cached tokens the decodes of contexts `ctx` read in a step (padded: each the longest;
+        either way n more at each later step of a run)."""
+        if not len(ctx):
+            return 0.0
+        return float(ctx.max()) * len(ctx) if self.s.padded_decode else float(ctx.sum())
 
     def _steps_to(self, until_s: float, n: int, kv0: float) -> int:
         """Enough decode steps to end at or after `until_s` (a run cut there needs no more): a
