@@ -78,9 +78,16 @@ def calibrate(runner: StepRunner, repeats: int) -> dict:
     return {k: np.array(col, dtype=float) for k, col in zip(keys, zip(*rows))}
 
 
-def _log_err(spec, hw, eng: Engine, cal: dict) -> tuple[float, float]:
+def step_model_of(spec, hw, eng: Engine, passes: float | None = None):
+    """The step model the simulator runs; `passes`: GEMM_WEIGHT_PASSES overridden (1: the CPU
+    rule off, for --calibration-only's comparison)."""
+    sm = build_step_model(spec, hw, precision="fp32", eng=eng)
+    return sm if passes is None else replace(sm, weight_passes=passes)
+
+
+def _log_err(spec, hw, eng: Engine, cal: dict, passes: float | None = None) -> tuple[float, float]:
     """(best overhead, sum of squared log errors) for an engine without overhead."""
-    sm = build_step_model(spec, hw, precision="fp32", eng=replace(eng, step_overhead_s=0.0))
+    sm = step_model_of(spec, hw, replace(eng, step_overhead_s=0.0), passes)
     core = sm.time_s(cal["prefill_tokens"], cal["decode_seqs"], cal["kv_tokens_read"],
                      prefill_seqs=cal["prefill_seqs"], prefill_attn_pairs=cal["pairs"])
     over = np.linspace(0.0, cal["time_s"].min(), 64)[:, None]  # (64, 1)
@@ -89,7 +96,7 @@ def _log_err(spec, hw, eng: Engine, cal: dict) -> tuple[float, float]:
     return float(over[i, 0]), float(err[i])
 
 
-def fit_engine(spec, hw, cal: dict) -> Engine:
+def fit_engine(spec, hw, cal: dict, passes: float | None = None) -> Engine:
     """bandwidth_fraction and prefill_efficiency on a log grid (coarse, then 8x finer around the
     best), step_overhead_s on a linear grid for each."""
     base = Engine(name="llmbench-runtime", description="measure/serve.py on this CPU, fitted",
@@ -100,7 +107,7 @@ def fit_engine(spec, hw, cal: dict) -> Engine:
         for bw in np.geomspace(centre[0] / span, centre[0] * span, 25):
             for eff in np.geomspace(centre[1] / span, centre[1] * span, 25):
                 eng = replace(base, bandwidth_fraction=float(bw), prefill_efficiency=float(eff))
-                over, err = _log_err(spec, hw, eng, cal)
+                over, err = _log_err(spec, hw, eng, cal, passes)
                 if err < best[0]:
                     best = (err, replace(eng, step_overhead_s=over))
         centre, span = (best[1].bandwidth_fraction, best[1].prefill_efficiency), span ** (1 / 8)
@@ -188,7 +195,7 @@ def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, 
     cal = calibrate(StepRunner(model, n_cal, cfg.block_tokens), repeats)
     both = cal if earlier is None else {k: np.concatenate([earlier[k], cal[k]]) for k in cal}
     eng = fit_engine(spec, hw, both)
-    sm = build_step_model(spec, hw, precision="fp32", eng=eng)
+    sm = step_model_of(spec, hw, eng)
     err = np.abs(predicted_times(sm, both) / both["time_s"] - 1.0)
     print(f"calibration ({len(both['time_s'])} static steps{'' if earlier is None else ', before and after'}, "
           f"{time.perf_counter() - t0:.0f} s): fitted bandwidth_fraction {eng.bandwidth_fraction:.4g}, "
@@ -202,12 +209,29 @@ def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, 
     return sm, eng, cal
 
 
+def compare_rule(spec, hw, cal: dict) -> None:
+    """The same calibration times fitted with the CPU rule (GEMM_WEIGHT_PASSES) and without it."""
+    fits = {}
+    for label, passes in (("with the rule", None), ("without (1 pass)", 1.0)):
+        eng = fit_engine(spec, hw, cal, passes)
+        fits[label] = predicted_times(step_model_of(spec, hw, eng, passes), cal) / cal["time_s"] - 1.0
+        err = np.abs(fits[label])
+        print(f"{label}: bandwidth_fraction {eng.bandwidth_fraction:.4g}, prefill_efficiency "
+              f"{eng.prefill_efficiency:.4g}, step_overhead_s {eng.step_overhead_s * 1e3:.2f} ms; "
+              f"|error| median {np.median(err):.0%}, max {err.max():.0%}")
+    for i, (b, c, p, n) in enumerate(CALIBRATION):
+        print(f"  decode {b:>2} x ctx {c:>3}  prompts {n:>2} x {p:>3}:  measured {cal['time_s'][i] * 1e3:6.1f} ms  "
+              + "  ".join(f"{label} {e[i]:+.0%}" for label, e in fits.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200, help="requests per load level")
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats of each calibration step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--calibration-only", action="store_true",
+                    help="time the calibration steps once, fit them with and without the CPU rule, stop")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -216,7 +240,10 @@ def main() -> None:
     model = build_model(spec).eval()
     print(f"model: {spec.name} resized to {spec.n_layers} layers, d_model {spec.d_model}, vocab {spec.vocab_size}; "
           f"hardware profile {hw.name}; torch threads {torch.get_num_threads()}; {cfg}\n")
-    sm, _, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=True)
+    sm, _, cal = calibrated(model, spec, hw, cfg, a.repeats, verbose=not a.calibration_only)
+    if a.calibration_only:
+        compare_rule(spec, hw, cal)
+        return
     saturated = simulated(make_trace(a.requests, math.inf, a.seed), sm, cfg)["request_throughput"]
     print(f"\npredicted saturated throughput: {saturated:.2f} req/s; levels at {LEVELS} x that, "
           "each with its own calibration, timed just before and just after its replay (the load of the "
