@@ -56,9 +56,10 @@ SMALL_M_TILE = {"gpu": 16, "tpu": 128, "hpu": 128, "rdu": 128, "ipu": 16, "wafer
 #: packed APIs for GEMM", 2016/2019: packing "can be costly, especially for input matrices with one
 #: or more small dimensions"; torch's CPU build calls MKL sgemm). Measured on this 2-core EPYC
 #: (benchmarks/cpu_small_m.py, F.linear of M rows x 256 against the 50,257 x 256 LM head, one
-#: thread): t(M = 2..8) / t(M = 1) = 2.0-2.3, three runs fitting passes 2.0-2.45; 2.0 taken (the
-#: lead's run: 13.3 / 6.3 ms = 2.1). Not fitted on any served trace; the extra pass is memory
-#: time under max(compute, memory) (StepModel._extra_pass_s says why not summed).
+#: thread): t(M = 2..8) / t(M = 1) = 1.8-2.6 over four runs on 2026-12-03, fitted passes 1.8-2.5
+#: by form and run; 2.0 taken (the lead's run: 13.3 / 6.3 ms = 2.1). Not fitted on any served
+#: trace; the extra pass is memory time under max(compute, memory) (docs/serve.md "Checked against
+#: a real runtime" says why not summed).
 GEMM_WEIGHT_PASSES = {"cpu": 2.0}
 #: activations between layers and the all-reduced tensors stay 16-bit under fp8/fp4 weights
 ACT_BYTES = 2.0
@@ -273,9 +274,9 @@ class StepModel:
         """(weight_passes - 1) x the weight bytes of the step's GEMMs with >= 2 rows, over the
         bandwidth: the layers' GEMMs run M = tokens rows, the LM head one row per token read
         (a 64-token prompt alone: layers packed, head matrix-vector). In the memory term, under
-        max(compute, memory) as every other term: on the runtime's calibration steps that fits
-        better than the packing summed with the FLOPs (docs/serve.md). The routed experts of a
-        MoE model are left at one pass."""
+        max(compute, memory) as every other term: on the runtime's calibration steps that fitted
+        better than the packing summed with the FLOPs (docs/serve.md), though the LM head alone
+        at 16 rows prefers the sum. The routed experts of a MoE model are left at one pass."""
         sh = self.sh
         head = float(sum(n * k for n, k in sh.head_tok))
         body = max(self.dense_weight_elems - head, 0.0)
