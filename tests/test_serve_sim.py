@@ -207,7 +207,8 @@ def test_padded_decode_reads_the_longest_context_for_every_sequence(policy):
     assert tpot[False] == pytest.approx([a + d * np.mean(110 + 2 * j)] * 2, rel=1e-9)
     assert tpot[True] == pytest.approx([a + d * np.mean(2 * (100 + j))] * 2, rel=1e-9)
     same = Trace(arrival_s=np.zeros(2), prompt_tokens=np.array([50, 50]), output_tokens=np.array([5, 5]))
-    runs = [simulate(same, Linear(a=a, d=d), Scheduler(policy=policy, padded_decode=p)).records.tpot_s() for p in (0, 1)]
+    runs = [simulate(same, Linear(a=a, d=d), Scheduler(policy=policy, padded_decode=p)).records.tpot_s()
+            for p in (False, True)]
     assert np.array_equal(runs[0], runs[1])  # equal contexts: no padding
 
 
