@@ -18,6 +18,11 @@
    prefill prioritised, max_num_seqs, max_batched_tokens, block_tokens) and the same KV blocks.
 3. Side by side: p50/p99 TTFT and TPOT, request and output-token throughput, and sim / runtime.
    Targets (issue 22): p50 within 20%, p99 within 35%, throughput within 15%.
+4. A diagnostic, fitted on nothing: the runtime logs each step of the replay (shape and wall
+   time, measure/serve.py log_steps); each is set against the step model's time for that shape,
+   decode-only steps and steps with prompts apart (median measured / model; 1.00 when the
+   calibration holds during the replay), with the engine steps each side counted. It tells a step
+   model that is wrong from a machine whose speed moved between calibration and replay.
 
 Model: GPT-2 small's architecture and vocabulary, resized to 4 layers of width 256 (4 heads),
 so that 3 x 200 requests replay in minutes on 2 shared cores. Torch runs on one thread: on a
@@ -48,9 +53,12 @@ from llmbench.serve.metrics import summarize
 from llmbench.serve.sim import Scheduler, simulate
 
 #: (decode sequences, cached tokens each, prompt tokens, prompts) of the calibration steps: decode
-#: steps and prefill steps of one or several prompts, as continuous batching runs them
-CALIBRATION = ([(b, c, 0, 0) for b in (1, 4, 16) for c in (32, 160)]
-               + [(0, 0, p, 1) for p in (16, 64, 160, 320)] + [(0, 0, 64, n) for n in (2, 4)])
+#: steps and prefill steps of one or several prompts, as continuous batching runs them. Decodes of
+#: 1, 2, 4, 8, 16 and prefills of 1 to 16 prompts: both sides of the CPU's matrix-vector / packed
+#: GEMM switch at 2 rows (perfmodel/serving.py GEMM_WEIGHT_PASSES), in the layers and in the LM head
+CALIBRATION = ([(b, c, 0, 0) for b in (1, 2, 4, 8, 16) for c in (32, 160)]
+               + [(0, 0, p, 1) for p in (16, 64, 160, 320)] + [(0, 0, 64, n) for n in (2, 4)]
+               + [(0, 0, 16, n) for n in (2, 4, 8, 16)] + [(0, 0, 32, n) for n in (2, 8)])
 LEVELS = (0.2, 0.6, 1.5)  # x the predicted saturated request throughput
 SHOWN = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "request_throughput",
          "output_throughput")
@@ -70,9 +78,16 @@ def calibrate(runner: StepRunner, repeats: int) -> dict:
     return {k: np.array(col, dtype=float) for k, col in zip(keys, zip(*rows))}
 
 
-def _log_err(spec, hw, eng: Engine, cal: dict) -> tuple[float, float]:
+def step_model_of(spec, hw, eng: Engine, passes: float | None = None):
+    """The step model the simulator runs; `passes`: GEMM_WEIGHT_PASSES overridden (1: the CPU
+    rule off, for --calibration-only's comparison)."""
+    sm = build_step_model(spec, hw, precision="fp32", eng=eng)
+    return sm if passes is None else replace(sm, weight_passes=passes)
+
+
+def _log_err(spec, hw, eng: Engine, cal: dict, passes: float | None = None) -> tuple[float, float]:
     """(best overhead, sum of squared log errors) for an engine without overhead."""
-    sm = build_step_model(spec, hw, precision="fp32", eng=replace(eng, step_overhead_s=0.0))
+    sm = step_model_of(spec, hw, replace(eng, step_overhead_s=0.0), passes)
     core = sm.time_s(cal["prefill_tokens"], cal["decode_seqs"], cal["kv_tokens_read"],
                      prefill_seqs=cal["prefill_seqs"], prefill_attn_pairs=cal["pairs"])
     over = np.linspace(0.0, cal["time_s"].min(), 64)[:, None]  # (64, 1)
@@ -81,7 +96,7 @@ def _log_err(spec, hw, eng: Engine, cal: dict) -> tuple[float, float]:
     return float(over[i, 0]), float(err[i])
 
 
-def fit_engine(spec, hw, cal: dict) -> Engine:
+def fit_engine(spec, hw, cal: dict, passes: float | None = None) -> Engine:
     """bandwidth_fraction and prefill_efficiency on a log grid (coarse, then 8x finer around the
     best), step_overhead_s on a linear grid for each."""
     base = Engine(name="llmbench-runtime", description="measure/serve.py on this CPU, fitted",
@@ -92,7 +107,7 @@ def fit_engine(spec, hw, cal: dict) -> Engine:
         for bw in np.geomspace(centre[0] / span, centre[0] * span, 25):
             for eff in np.geomspace(centre[1] / span, centre[1] * span, 25):
                 eng = replace(base, bandwidth_fraction=float(bw), prefill_efficiency=float(eff))
-                over, err = _log_err(spec, hw, eng, cal)
+                over, err = _log_err(spec, hw, eng, cal, passes)
                 if err < best[0]:
                     best = (err, replace(eng, step_overhead_s=over))
         centre, span = (best[1].bandwidth_fraction, best[1].prefill_efficiency), span ** (1 / 8)
@@ -115,20 +130,43 @@ def kv_blocks(trace: tr.Trace, cfg: EngineConfig) -> int:
 
 
 def simulated(trace, sm, cfg: EngineConfig) -> dict:
-    """The simulator on the runtime's scheduler and KV pool."""
+    """The simulator on the runtime's scheduler and KV pool; its decodes padded to the longest
+    context, as the runtime batches them (pad + mask: sim.Scheduler.padded_decode)."""
     sm = replace(sm, kv_capacity_tokens=kv_blocks(trace, cfg) * cfg.block_tokens)
     sched = Scheduler(policy="chunked" if cfg.chunked_prefill else "continuous",
                       max_num_seqs=cfg.max_num_seqs, max_batched_tokens=cfg.max_batched_tokens,
-                      block_tokens=cfg.block_tokens)
+                      block_tokens=cfg.block_tokens, padded_decode=True)
     res = simulate(trace, sm, sched)
-    return summarize(res.records, preemptions=res.preemptions)
+    return {**summarize(res.records, preemptions=res.preemptions), "engine_steps": res.steps}
 
 
-def measured(model, trace, cfg: EngineConfig) -> dict:
+def measured(model, trace, cfg: EngineConfig):
+    """The runtime's summary, and its replay (with each step's shape and time: step_log)."""
     engine = ServingEngine(model, replace(cfg, kv_blocks=kv_blocks(trace, cfg)))
     engine.warm_up()
-    replay = engine.replay(trace)
-    return summarize(replay.to_records(), preemptions=replay.preemptions)
+    replay = engine.replay(trace, log_steps=True)
+    return summarize(replay.to_records(), preemptions=replay.preemptions), replay
+
+
+def step_check(replay, sm, sim_steps: int) -> dict:
+    """A diagnostic, fitted on nothing: the replay's own steps timed by the runtime against the
+    step model's time for the same shapes (the level's calibrated model), decode-only steps and
+    steps with prompts apart; and the share of the replay the engine spent outside its steps
+    (scheduling, bookkeeping, waiting for arrivals)."""
+    log = replay.step_log
+    col = lambda f: np.array([getattr(r, f) for r in log], dtype=float)  # noqa: E731
+    meas = col("time_s")
+    pred = sm.time_s(col("prefill_tokens"), col("decode_seqs"), col("kv_tokens_read"),
+                     prefill_seqs=col("prefill_seqs"), prefill_attn_pairs=col("prefill_attn_pairs"))
+    dec = col("prefill_tokens") == 0
+    ratio = lambda m: float(np.median(meas[m] / pred[m])) if m.any() else float("nan")  # noqa: E731
+    out = {"runtime_steps": len(log), "sim_steps": sim_steps, "decode_steps_ratio": ratio(dec),
+           "prefill_steps_ratio": ratio(~dec), "steps_share": float(meas.sum() / replay.duration_s),
+           "mean_decode_seqs": float(col("decode_seqs")[dec].mean()) if dec.any() else 0.0}
+    print(f"  the replay's own steps: {out['runtime_steps']} (simulator {sim_steps}); measured / step model, median: "
+          f"decode-only steps {out['decode_steps_ratio']:.2f} (mean {out['mean_decode_seqs']:.1f} sequences), "
+          f"steps with prompts {out['prefill_steps_ratio']:.2f}; steps take {out['steps_share']:.0%} of the replay")
+    return out
 
 
 def _verdict(key: str, ratio: float) -> str:
@@ -157,7 +195,7 @@ def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, 
     cal = calibrate(StepRunner(model, n_cal, cfg.block_tokens), repeats)
     both = cal if earlier is None else {k: np.concatenate([earlier[k], cal[k]]) for k in cal}
     eng = fit_engine(spec, hw, both)
-    sm = build_step_model(spec, hw, precision="fp32", eng=eng)
+    sm = step_model_of(spec, hw, eng)
     err = np.abs(predicted_times(sm, both) / both["time_s"] - 1.0)
     print(f"calibration ({len(both['time_s'])} static steps{'' if earlier is None else ', before and after'}, "
           f"{time.perf_counter() - t0:.0f} s): fitted bandwidth_fraction {eng.bandwidth_fraction:.4g}, "
@@ -171,12 +209,29 @@ def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, 
     return sm, eng, cal
 
 
+def compare_rule(spec, hw, cal: dict) -> None:
+    """The same calibration times fitted with the CPU rule (GEMM_WEIGHT_PASSES) and without it."""
+    fits = {}
+    for label, passes in (("with the rule", None), ("without (1 pass)", 1.0)):
+        eng = fit_engine(spec, hw, cal, passes)
+        fits[label] = predicted_times(step_model_of(spec, hw, eng, passes), cal) / cal["time_s"] - 1.0
+        err = np.abs(fits[label])
+        print(f"{label}: bandwidth_fraction {eng.bandwidth_fraction:.4g}, prefill_efficiency "
+              f"{eng.prefill_efficiency:.4g}, step_overhead_s {eng.step_overhead_s * 1e3:.2f} ms; "
+              f"|error| median {np.median(err):.0%}, max {err.max():.0%}")
+    for i, (b, c, p, n) in enumerate(CALIBRATION):
+        print(f"  decode {b:>2} x ctx {c:>3}  prompts {n:>2} x {p:>3}:  measured {cal['time_s'][i] * 1e3:6.1f} ms  "
+              + "  ".join(f"{label} {e[i]:+.0%}" for label, e in fits.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200, help="requests per load level")
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats of each calibration step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--calibration-only", action="store_true",
+                    help="time the calibration steps once, fit them with and without the CPU rule, stop")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -185,25 +240,30 @@ def main() -> None:
     model = build_model(spec).eval()
     print(f"model: {spec.name} resized to {spec.n_layers} layers, d_model {spec.d_model}, vocab {spec.vocab_size}; "
           f"hardware profile {hw.name}; torch threads {torch.get_num_threads()}; {cfg}\n")
-    sm, _, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=True)
+    sm, _, cal = calibrated(model, spec, hw, cfg, a.repeats, verbose=not a.calibration_only)
+    if a.calibration_only:
+        compare_rule(spec, hw, cal)
+        return
     saturated = simulated(make_trace(a.requests, math.inf, a.seed), sm, cfg)["request_throughput"]
     print(f"\npredicted saturated throughput: {saturated:.2f} req/s; levels at {LEVELS} x that, "
           "each with its own calibration, timed just before and just after its replay (the load of the "
           "machine drifts)")
-    rows, engines = [], []
+    rows, engines, checks = [], [], []
     for name, x in zip(("light", "medium", "saturated"), LEVELS):
         print()
         _, _, before = calibrated(model, spec, hw, cfg, a.repeats, verbose=False)
         trace = make_trace(a.requests, x * saturated, a.seed + 1)
-        real = measured(model, trace, cfg)
+        real, replay = measured(model, trace, cfg)
         sm, eng, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=False, earlier=before)
-        rows += show_level(name, x * saturated, real, simulated(trace, sm, cfg))
+        sim = simulated(trace, sm, cfg)
+        rows += show_level(name, x * saturated, real, sim)
+        checks.append({"level": name, **step_check(replay, sm, sim["engine_steps"])})
         engines.append({"level": name, **{k: getattr(eng, k) for k in ("bandwidth_fraction", "prefill_efficiency",
                                                                        "step_overhead_s")}})
     print(f"\nload average after: {os.getloadavg()}; {sum(r['ok'] for r in rows)}/{len(rows)} within target")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"engines": engines, "rows": rows}, f, indent=1)
+            json.dump({"engines": engines, "rows": rows, "step_checks": checks}, f, indent=1)
 
 
 if __name__ == "__main__":

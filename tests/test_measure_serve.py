@@ -208,3 +208,23 @@ def test_calibration_steps_are_timed_per_shape():
     n = max(static_step_blocks(b, c, p, 4, k) for b, c, p, k in shapes)
     times = time_static_steps(StepRunner(build_model(MODELS["gpt"]()).eval(), n, 4), shapes, repeats=2)
     assert len(times) == 3 and all(t > 0 for t in times)
+
+
+@pytest.mark.parametrize("policy", ["continuous", "chunked"])
+def test_step_log_accounts_for_every_token_and_is_off_by_default(policy):
+    """log_steps: one StepRecord per step, in the step model's arguments; the tokens they process
+    are every prompt token and every output token after the first (no preemption here)."""
+    model = build_model(MODELS["gpt"]()).eval()
+    requests = mixed_requests()
+    off, _ = serve(model, requests, CONFIGS[policy])
+    replay, _ = serve(model, requests, CONFIGS[policy], log_steps=True)
+    assert off.step_log == () and len(replay.step_log) == replay.steps
+    log = replay.step_log
+    assert sum(r.prefill_tokens for r in log) == sum(q.prompt_tokens for q in requests)
+    assert sum(r.decode_seqs for r in log) == sum(q.output_tokens - 1 for q in requests)
+    assert sum(r.prefill_seqs for r in log) == len(requests)
+    assert all(r.time_s > 0 for r in log)
+    assert all(r.kv_tokens_read <= r.max_decode_context * r.decode_seqs for r in log if not r.prefill_tokens)
+    assert all(b.start_s >= a.start_s + a.time_s for a, b in zip(log, log[1:]))
+    if policy == "chunked":
+        assert any(r.prefill_tokens and r.decode_seqs for r in log)  # mixed steps

@@ -190,3 +190,82 @@ def test_every_token_after_the_first_has_one_itl_and_blocks_come_back(policy):
     assert float(rec.itl_s.sum()) <= total + 1e-6
     if policy != "static":
         assert float(rec.itl_s.sum()) == pytest.approx(total, rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["continuous", "chunked"])
+def test_padded_decode_reads_the_longest_context_for_every_sequence(policy):
+    """padded_decode (measure/serve.py's pad + mask): a decode step of contexts 100 and 10 reads
+    2 x 100 cached tokens, not 110; n more at each later step. By hand: 4 decode steps after the
+    prefill, cached tokens 2 (100 + j) padded against 110 + 2 j."""
+    a, d = 1e-3, 1e-5
+    trace = Trace(arrival_s=np.zeros(2), prompt_tokens=np.array([100, 10]), output_tokens=np.array([5, 5]))
+    tpot = {}
+    for padded in (False, True):
+        sched = Scheduler(policy=policy, max_num_seqs=4, max_batched_tokens=512, padded_decode=padded)
+        tpot[padded] = simulate(trace, Linear(a=a, d=d), sched).records.tpot_s()
+    j = np.arange(4)
+    assert tpot[False] == pytest.approx([a + d * np.mean(110 + 2 * j)] * 2, rel=1e-9)
+    assert tpot[True] == pytest.approx([a + d * np.mean(2 * (100 + j))] * 2, rel=1e-9)
+    same = Trace(arrival_s=np.zeros(2), prompt_tokens=np.array([50, 50]), output_tokens=np.array([5, 5]))
+    runs = [simulate(same, Linear(a=a, d=d), Scheduler(policy=policy, padded_decode=p)).records.tpot_s()
+            for p in (False, True)]
+    assert np.array_equal(runs[0], runs[1])  # equal contexts: no padding
+
+
+# ---------------------------------------------------------------- the speed-ups change no figure
+
+GOLDEN = __import__("pathlib").Path(__file__).with_name("data") / "serve_sim_golden.json"
+_LENS = dict(prompt_len="lognormal:1000,500", output_len="lognormal:200,100")
+
+
+def _golden_cases():
+    """name -> (Deployment, Load): every scheduler path of sim.py on the real step model
+    (Llama-3.1-8B on an H100, perfmodel/serving.py), 2,000 requests each."""
+    from llmbench.serve.config import Deployment, Load
+
+    h100 = dict(model="llama-3.1-8b", hardware="h100-sxm")
+    n = 2000
+    return {
+        "chunked light": (Deployment(**h100), Load(rate_per_s=10, requests=n, **_LENS)),
+        "chunked saturated": (Deployment(**h100), Load(rate_per_s=40, requests=n, **_LENS)),
+        "continuous": (Deployment(**h100, policy="continuous"), Load(rate_per_s=20, requests=n, **_LENS)),
+        "static": (Deployment(**h100, policy="static", max_num_seqs=32), Load(rate_per_s=5, requests=n // 4, **_LENS)),
+        "least outstanding x3": (Deployment(**h100, replicas=3, router="least_outstanding"),
+                                 Load(rate_per_s=30, requests=n, **_LENS)),
+        "round robin x2": (Deployment(**h100, replicas=2), Load(rate_per_s=20, requests=n, **_LENS)),
+        "closed loop 32": (Deployment(**h100), Load(max_concurrency=32, requests=n, **_LENS)),
+        "preempting": (Deployment(**h100, max_num_seqs=512), Load(rate_per_s=60, requests=n,
+                                                                  prompt_len="lognormal:4000,2000",
+                                                                  output_len="lognormal:800,400")),
+    }
+
+
+def _golden_figures(d, load) -> dict:
+    from llmbench.serve.run import run
+
+    res = run(d, load)
+    return {k: v for k, v in res.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def test_fixed_traces_give_the_recorded_figures():
+    """Every figure of 8 fixed 2,000-request runs equals the one recorded before the simulator's
+    speed-ups (tests/data/serve_sim_golden.json; `python tests/test_serve_sim.py` rewrites it),
+    to 1e-9 relative: a faster simulator must be the same simulator."""
+    import json
+
+    want = json.loads(GOLDEN.read_text())
+    cases = _golden_cases()
+    assert sorted(want) == sorted(cases)
+    for name, (d, load) in cases.items():
+        got = _golden_figures(d, load)
+        assert sorted(got) == sorted(want[name]), name
+        for k, v in want[name].items():
+            assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-12), (name, k, got[k], v)
+
+
+if __name__ == "__main__":
+    import json
+
+    GOLDEN.write_text(json.dumps({name: _golden_figures(d, load) for name, (d, load) in _golden_cases().items()},
+                                 indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")

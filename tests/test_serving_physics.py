@@ -3,6 +3,7 @@ hold it (footprint), and predict infer on the one step model. Fast, CPU, no torc
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -215,3 +216,45 @@ def test_pooled_fit_moves_the_engine_parameter_its_rows_need():
     assert fit["h100-sxm"] == {k: priors["h100-sxm"][k] for k in fit["h100-sxm"]}
     full = pooled.full(lin, fit)
     assert full["engine:vllm"] == fit["engine:vllm"]  # what predict_row takes
+
+
+def _gpt2_small_4l():
+    from llmbench.models.spec import resize
+
+    return resize(get_model("gpt2-small"), n_layers=4, d_model=256, n_heads=4)
+
+
+def test_cpu_gemm_of_two_rows_reads_its_weights_twice_a_gpu_once():
+    """GEMM_WEIGHT_PASSES: on a CPU a decode of 2 sequences (packed GEMM) moves twice the weight
+    bytes of a decode of 1 (matrix-vector); on a GPU the same bytes (benchmarks/cpu_small_m.py)."""
+    spec = _gpt2_small_4l()
+    cpu = build_step_model(spec, get_hardware("cpu"), precision="fp32")
+    gpu = build_step_model(spec, get_hardware("h100-sxm"), precision="fp32")
+    assert cpu.weight_passes == 2.0 and gpu.weight_passes == 1.0
+    one, two = (cpu.parts(0, b, 32 * b) for b in (1, 2))
+    w = cpu.dense_weight_elems * 4.0 / cpu.bandwidth_bytes_per_s  # one pass over the weights, s
+    assert one.bound == two.bound == "memory"
+    assert two.memory_s - one.memory_s == pytest.approx(w, rel=0.02)
+    g1, g2 = (gpu.parts(0, b, 32 * b).memory_s for b in (1, 2))
+    assert g2 - g1 < 0.05 * g1  # the second sequence's KV and activations only
+
+
+def test_cpu_single_prompt_packs_the_layers_not_the_head_and_arrays_match_scalars():
+    """A prompt alone: its layers' GEMMs have P rows (packed), the LM head reads one (matrix-
+    vector); two prompts pack the head too. The vectorised path gives the scalar path's times."""
+    spec = _gpt2_small_4l()
+    sm = build_step_model(spec, get_hardware("cpu"), precision="fp32")
+    from llmbench.perfmodel.shapes import shape
+
+    head = sum(n * k for n, k in shape(spec, "fp32").head_tok) * 4.0 / sm.bandwidth_bytes_per_s
+    body = sm.dense_weight_elems * 4.0 / sm.bandwidth_bytes_per_s - head
+    once = replace(sm, weight_passes=1.0)  # the same step with every GEMM reading its weights once
+    for seqs, packed in ((1, body), (2, body + head)):
+        extra = sm.parts(16, 0, 0, prefill_seqs=seqs).memory_s - once.parts(16, 0, 0, prefill_seqs=seqs).memory_s
+        assert extra == pytest.approx(packed, rel=1e-9)
+    assert sm.parts(1, 0, 0).memory_s == once.parts(1, 0, 0).memory_s  # one row: nothing packed
+    P, D, C = np.array([0.0, 0, 16, 64]), np.array([1.0, 2, 0, 3]), np.array([32.0, 64, 0, 96])
+    ps = np.array([0.0, 0, 1, 2])
+    vec = sm.time_s(P, D, C, prefill_seqs=ps, prefill_attn_pairs=P * (P + 1) / 2)
+    one = [sm.time_s(*x, prefill_seqs=s, prefill_attn_pairs=x[0] * (x[0] + 1) / 2) for *x, s in zip(P, D, C, ps)]
+    assert np.allclose(vec, one, rtol=1e-12)

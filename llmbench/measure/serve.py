@@ -83,6 +83,7 @@ class Replay:
     steps: int
     duration_s: float
     kv_cache_utilization: float  # blocks in use / blocks, the mean over steps
+    step_log: tuple = ()  # StepRecords when replay(log_steps=True): each step's shape and time
 
     def to_records(self):
         """The records as the simulator gives them (llmbench/serve/metrics.py RequestRecords)."""
@@ -93,6 +94,35 @@ class Replay:
                               col("prompt_tokens", np.int64), col("output_tokens", np.int64),
                               itl_s=itls_from_token_times([r.token_times_s for r in self.records]),
                               preemptions=col("preemptions", np.int64))
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine step of a replay, in the step model's arguments (perfmodel/serving.py
+    StepModel.time_s), its wall time and the longest decode context (pad + mask attends over it)."""
+
+    start_s: float
+    time_s: float
+    prefill_tokens: int
+    decode_seqs: int
+    kv_tokens_read: int  # cached tokens the attention reads: decodes' contexts + chunks' prefixes
+    prefill_seqs: int  # prompts whose last token is in the step
+    prefill_attn_pairs: float
+    max_decode_context: int
+
+
+def step_record(plan, start_s: float, end_s: float) -> StepRecord:
+    """The StepRecord of `plan` (read before the step advances the sequences). A decode is a
+    sequence's one last token after it has generated one (as the simulator counts: a 1-token
+    prompt chunk is prefill, though the runtime attends to it on the decode path)."""
+    is_dec = [n == 1 and s.computed + 1 == len(s.tokens) > s.prompt_len for s, n in plan]
+    dec = [s.computed for (s, _), d in zip(plan, is_dec) if d]
+    pre = [(s.computed, n, s.computed + n == len(s.tokens)) for (s, n), d in zip(plan, is_dec) if not d]
+    return StepRecord(start_s=start_s, time_s=end_s - start_s, prefill_tokens=sum(n for _, n, _ in pre),
+                      decode_seqs=len(dec), kv_tokens_read=sum(dec) + sum(c for c, _, _ in pre),
+                      prefill_seqs=sum(e for _, _, e in pre),
+                      prefill_attn_pairs=float(sum(c * n + n * (n + 1) / 2 for c, n, _ in pre)),
+                      max_decode_context=max(dec, default=0))
 
 
 def requests_of(trace) -> list[Request]:
@@ -424,8 +454,9 @@ class ServingEngine:
         """Bad requests as BadInput before anything runs; the pool's block count."""
         return check_requests(self.model.spec, self.cfg, requests)
 
-    def replay(self, requests, *, clock=None, max_concurrency: int | None = None) -> Replay:
-        """Serve `requests` (Requests, or a Trace) as they arrive; `clock`: WallClock by default."""
+    def replay(self, requests, *, clock=None, max_concurrency: int | None = None, log_steps: bool = False) -> Replay:
+        """Serve `requests` (Requests, or a Trace) as they arrive; `clock`: WallClock by default;
+        `log_steps`: keep a StepRecord of every step (Replay.step_log; nothing is done when off)."""
         if hasattr(requests, "prompt_tokens"):
             requests = requests_of(requests)
         n_blocks = self.check(requests)
@@ -435,7 +466,7 @@ class ServingEngine:
         pending = deque(sorted(seqs, key=lambda s: (s.arrival_s, s.rid)))
         clock = clock or WallClock()
         done: list[_Seq] = []
-        last_s, steps, used = -math.inf, 0, 0
+        last_s, steps, used, log = -math.inf, 0, 0, []
         while len(done) < len(seqs):
             now_s = clock.now()
             self._arrive(pending, sched, now_s, max_concurrency, last_s)
@@ -445,13 +476,17 @@ class ServingEngine:
                 continue
             plan = sched.schedule()
             used += n_blocks - len(sched.alloc.free)
+            t0 = clock.now() if log_steps else 0.0
             next_ids = runner.step(plan)
             steps += 1
-            done += self._advance(plan, next_ids, sched, clock.now())
+            t1 = clock.now()
+            if log_steps:
+                log.append(step_record(plan, t0, t1))
+            done += self._advance(plan, next_ids, sched, t1)
         return Replay(records=tuple(s.record() for s in sorted(done, key=lambda s: s.rid)),
                       kv_blocks=n_blocks, free_blocks_at_end=len(sched.alloc.free),
                       preemptions=sched.preemptions, steps=steps, duration_s=clock.now(),
-                      kv_cache_utilization=used / (steps * n_blocks))
+                      kv_cache_utilization=used / (steps * n_blocks), step_log=tuple(log))
 
     def warm_up(self) -> None:
         """Two short requests through every code path (prefill, batched decode), untimed: the first

@@ -15,7 +15,8 @@ are one replica's (tp x pp devices; pipeline stages run one after another for a 
                + attention FLOPs (FlashAttention-class: no T^2 memory traffic)
     memory   = (weight bytes read + KV bytes read and written + activations) / (bandwidth x
                engine.bandwidth_fraction); a MoE step reads the experts its tokens route to
-               (moe.experts_hit); weights beyond HBM on a DDR-tier device are read at DDR bandwidth
+               (moe.experts_hit); weights beyond HBM on a DDR-tier device are read at DDR bandwidth;
+               on a CPU a GEMM of >= 2 rows reads its weights GEMM_WEIGHT_PASSES times (packing)
     step     = max(compute, memory) + 2 all-reduces per layer under TP (latency-bound when small)
                + pipeline hops + engine.step_overhead_s
 
@@ -47,6 +48,19 @@ DEFAULT_ENGINE = {"NVIDIA": "trtllm", "AMD": "vllm", "Google": "jetstream"}
 #: decode kernels use it); TPU MXU 128 x 128 (Google Cloud TPU docs, v5e); Gaudi MME and RDU:
 #: 128 assumed; a wafer (per-row dataflow) and a CPU: no padding
 SMALL_M_TILE = {"gpu": 16, "tpu": 128, "hpu": 128, "rdu": 128, "ipu": 16, "wafer": 1, "cpu": 1}
+#: passes over a GEMM's weight bytes when it has M >= 2 rows (M = 1: one pass everywhere), per
+#: hardware kind; 1 where absent. A CPU BLAS runs M = 1 as a matrix-vector product that streams the
+#: weights once, and M >= 2 as a GEMM that first packs panels of the weight matrix into a contiguous
+#: buffer, one thread doing it before the kernel reads the packed copy (Goto & van de Geijn, "Anatomy
+#: of high-performance matrix multiplication", ACM TOMS 34(3), 2008; Intel, "Introducing the new
+#: packed APIs for GEMM", 2016/2019: packing "can be costly, especially for input matrices with one
+#: or more small dimensions"; torch's CPU build calls MKL sgemm). Measured on this 2-core EPYC
+#: (benchmarks/cpu_small_m.py, F.linear of M rows x 256 against the 50,257 x 256 LM head, one
+#: thread): t(M = 2..8) / t(M = 1) = 1.8-2.6 over four runs on 2026-12-03, fitted passes 1.8-2.5
+#: by form and run; 2.0 taken (the lead's run: 13.3 / 6.3 ms = 2.1). Not fitted on any served
+#: trace; the extra pass is memory time under max(compute, memory) (docs/serve.md "Checked against
+#: a real runtime" says why not summed).
+GEMM_WEIGHT_PASSES = {"cpu": 2.0}
 #: activations between layers and the all-reduced tensors stay 16-bit under fp8/fp4 weights
 ACT_BYTES = 2.0
 
@@ -207,6 +221,8 @@ class StepModel:
     peak_attn: float
     compute_eff: float
     m_tile: float
+    weight_passes: float = 1.0
+    """passes over a GEMM's weights at M >= 2 rows (GEMM_WEIGHT_PASSES: a CPU's packing)"""
     overhead_per_step_s: float
     overhead_prefill_s: float
     """added to a step that holds prefill tokens"""
@@ -245,12 +261,27 @@ class StepModel:
         mem = self._memory_s(M, C, xp)
         comm = self._comm_s(M, xp)
         over = xp.where(M > 0, self.overhead_per_step_s, 0.0) + xp.where(P > 0, self.overhead_prefill_s, 0.0)
+        if self.weight_passes != 1.0:  # a CPU: the weights of GEMMs of >= 2 rows read again (packing)
+            mem = mem + self._extra_pass_s(M, D + ps, xp)
         core = xp.maximum(comp, mem)
         t = xp.where(M > 0, core + comm + over, 0.0)
         bound = xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute"))
         if not is_scalar(xp):
             bound = xp.asarray(bound)
         return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound)
+
+    def _extra_pass_s(self, M, head_rows, xp):
+        """(weight_passes - 1) x the weight bytes of the step's GEMMs with >= 2 rows, over the
+        bandwidth: the layers' GEMMs run M = tokens rows, the LM head one row per token read
+        (a 64-token prompt alone: layers packed, head matrix-vector). In the memory term, under
+        max(compute, memory) as every other term: on the runtime's calibration steps that fitted
+        better than the packing summed with the FLOPs (docs/serve.md), though the LM head alone
+        at 16 rows prefers the sum. The routed experts of a MoE model are left at one pass."""
+        sh = self.sh
+        head = float(sum(n * k for n, k in sh.head_tok))
+        body = max(self.dense_weight_elems - head, 0.0)
+        elems = xp.where(M > 1, body, 0.0) + xp.where(head_rows > 1, head, 0.0)
+        return (self.weight_passes - 1.0) * elems * sh.s / self.tp / self.bandwidth_bytes_per_s
 
     def _compute_s(self, M, head_rows, pairs, ctx_read, xp):
         """GEMMs padded to the tile, the routed experts per expert, attention FLOPs (prefill pairs
@@ -402,6 +433,7 @@ def build_step_model(spec, hw, *, precision: str, tp: int = 1, pp: int = 1, mode
         ddr_bandwidth_bytes_per_s=(ddr.bandwidth_bytes_per_s * frac) if ddr is not None else 1.0,
         peak_gemm=gemm_peak(hw, precision, p), peak_attn=attn_peak(hw, precision),
         compute_eff=p["compute_max"] * eng.prefill_efficiency, m_tile=float(SMALL_M_TILE.get(hw.kind, 64)),
+        weight_passes=GEMM_WEIGHT_PASSES.get(hw.kind, 1.0),
         overhead_per_step_s=_overhead(eng, sh, p)[0], overhead_prefill_s=_overhead(eng, sh, p)[1],
         dense_weight_elems=_dense_weight_elems(spec, sh),
         token_nk=_token_nk(sh), sh=sh, params=p)

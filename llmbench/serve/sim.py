@@ -30,7 +30,9 @@ The engine, as vLLM, Orca and Sarathi-Serve describe theirs:
     tokens again; a request that could never fit alone is rejected (it counts as failed);
   - replicas behind a router (`round_robin`, `least_outstanding`: fewest unfinished requests);
   - a client concurrency limit (`max_concurrency`: the closed loop of benchmark_serving
-    --max-concurrency): a request is sent at its arrival time or when an earlier one finishes.
+    --max-concurrency): a request is sent at its arrival time or when an earlier one finishes;
+  - `padded_decode`: a step's decodes attend over the longest one's context (pad + mask, as
+    llmbench's own runtime measure/serve.py batches them); off: each over its own (paged attention).
 Steps in which nothing but decodes change are taken many at once (the step model is vectorised
 over them), so the cost is per event (arrival, finish, block shortage), not per token.
 """
@@ -67,6 +69,9 @@ class Scheduler:
     replicas: int = 1                 # engine replicas behind the router
     router: str = "round_robin"       # round_robin | least_outstanding
     max_concurrency: int | None = None  # requests in flight from the client (closed loop)
+    padded_decode: bool = False       # a step's decodes attend over the longest one's context
+    """(pad + mask, as measure/serve.py batches them: cached tokens read = decodes x the longest
+    context); False: each over its own (paged attention, vLLM and the others)"""
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -149,8 +154,12 @@ class _Requests:
         self.itl_runs: list[tuple[np.ndarray, int]] = []     # (ITLs, how many sequences had each)
 
     def itls(self) -> np.ndarray:
-        runs = [np.tile(v, n) for v, n in self.itl_runs]
-        return np.concatenate(self.itl + runs) if self.itl or runs else np.zeros(0)
+        """Every ITL, pooled (the order is not kept: the summary's statistics do not need it)."""
+        if not self.itl_runs:
+            return np.concatenate(self.itl) if self.itl else np.zeros(0)
+        gaps = np.concatenate([v for v, _ in self.itl_runs])
+        times = np.repeat(np.array([n for _, n in self.itl_runs]), [len(v) for v, _ in self.itl_runs])
+        return np.concatenate(self.itl + [np.repeat(gaps, times)])
 
 
 #: the compact per-sequence arrays of a replica, in admission order
@@ -275,28 +284,34 @@ class _Replica:
     def _chunked(self, until_s: float, force_cut: bool) -> None:
         """Decodes first, then prompt chunks (running prompts, then new ones) in the budget."""
         self._make_room()
-        if not self.waiting and len(self.ids) and (self.todo == 1).all() and self.gen.min() > 0:
+        dec = (self.todo == 1) & (self.gen > 0)
+        n_dec = int(np.count_nonzero(dec))
+        if not self.waiting and n_dec and n_dec == len(self.ids):
             self._decode_run(slice(None), until_s, force_cut)  # nothing to prefill: the fast path
             return
-        dec = (self.todo == 1) & (self.gen > 0)
         take = dec.astype(np.int64)
-        free = self.free - int(self._need(take).sum())
-        budget = self.s.max_batched_tokens - int(take.sum())
+        # a decode needs a new block where its context fills its blocks (blk = ceil(ctx / bt))
+        free = self.free - int(np.count_nonzero(dec & (self.ctx % self.bt == 0)))
+        budget = self.s.max_batched_tokens - n_dec
+        prompt = False
         for j in np.flatnonzero(~dec).tolist():  # prompts under way, FCFS
             t = min(int(self.todo[j]), budget)
             need = -(-(int(self.ctx[j]) + t) // self.bt) - int(self.blk[j])
             if t <= 0 or need > free:
                 break
-            take[j], free, budget = t, free - need, budget - t
+            take[j], free, budget, prompt = t, free - need, budget - t, True
         n0 = len(self.ids)
         if budget > 0 and self._admit(whole=False, budget=budget, free=free):
-            fresh = self.todo[n0:]
-            chunk = np.minimum(fresh, budget - np.concatenate([[0], np.cumsum(fresh)[:-1]]))
-            take = np.concatenate([take, np.maximum(chunk, 0)])
-        if int(take.sum()) > int(dec.sum()):  # some prompt tokens: one mixed step
+            chunks = []
+            for t in self.todo[n0:].tolist():  # the new prompts' first chunks, in the budget left
+                chunks.append(max(min(t, budget), 0))
+                budget -= t
+            take = np.concatenate([take, np.asarray(chunks, np.int64)])
+            prompt = True
+        if prompt:  # some prompt tokens: one mixed step
             self._step(take)
-        elif dec.any():
-            self._decode_run(slice(None) if dec.all() else dec, until_s, force_cut)
+        elif n_dec:
+            self._decode_run(slice(None) if n_dec == len(dec) else dec, until_s, force_cut)
         else:  # prompts under way hold every block: the latest gives its blocks back
             self._preempt_last()
             self._chunked(until_s, force_cut)
@@ -305,39 +320,45 @@ class _Replica:
         """One step: each sequence processes `take` tokens (a decode 1, a prompt chunk more)."""
         on = take > 0
         dec = on & (self.todo == 1) & (self.gen > 0)
-        pre = on & ~dec
-        c, p = take[pre].astype(np.float64), self.ctx[pre].astype(np.float64)
+        kv = self._decode_kv(self.ctx[dec])  # cached tokens read: the decodes' contexts, the chunks' prefixes
+        chunks = pairs = ends = 0.0
+        for j in np.flatnonzero(on ^ dec).tolist():  # the prompt chunks: a few, in Python
+            c, p = float(take[j]), float(self.ctx[j])
+            chunks, kv, pairs = chunks + c, kv + p, pairs + c * p + c * (c + 1.0) / 2.0
+            ends += c == self.todo[j]  # the prompt's last chunk: its token goes through the head
         # scalars: a step model's scalar path is ~10x cheaper than its array path
-        dt = float(self.step.time_s(
-            float(c.sum()), float(dec.sum()), float(self.ctx[dec].sum() + p.sum()),  # cached tokens read
-            prefill_seqs=float((take[pre] == self.todo[pre]).sum()),                 # prompts ending
-            prefill_attn_pairs=float((c * p + c * (c + 1) / 2).sum())))
-        self._account(dt, int(self._need(take).sum()))
+        dt = float(self.step.time_s(chunks, float(np.count_nonzero(dec)), kv, prefill_seqs=ends,
+                                    prefill_attn_pairs=pairs))
         self.ctx += take
         self.todo -= take
-        self.blk = -(-self.ctx // self.bt)
+        blk = -(-self.ctx // self.bt)
+        self._account(dt, int(blk.sum() - self.blk.sum()))
+        self.blk = blk
         self.clock += dt
         self.steps += 1
-        out = on & (self.todo == 0)
-        first = out & (self.gen == 0)
-        self.r.first[self.ids[first]] = self.clock
-        later = out & ~first
-        if later.any():
+        out = np.flatnonzero(on & (self.todo == 0))
+        gen = self.gen[out]
+        first = gen == 0
+        self.r.first[self.ids[out[first]]] = self.clock
+        later = out[~first]
+        if len(later):
             self.r.itl.append(self.clock - self.last[later])
-        self.gen[out] += 1
+        self.gen[out] = gen + 1
         self.last[out] = self.clock
         self.todo[out] = 1
-        self._finish()
+        if (gen + 1 >= self.out[out]).any():
+            self._finish()
 
     def _decode_run(self, sel, until_s: float, force_cut: bool) -> None:
         """k decode steps of the sequences `sel` at once: k up to the first finish, the first
         block shortage, or the step ending at or after `until_s` when a newcomer could join."""
         ctx, blk = self.ctx[sel], self.blk[sel]
-        n = len(ctx)
+        n, kv0 = len(ctx), self._decode_kv(ctx)
         k_fin = int((self.out[sel] - self.gen[sel]).min())
         k = self._steps_with_blocks(ctx, blk, min(k_fin, MAX_RUN_STEPS))
-        t = self.clock + np.cumsum(self._decode_times(n, float(ctx.sum()), k))
-        if (force_cut or (not self.waiting and len(self.ids) < self.s.max_num_seqs)) and t[-1] > until_s:
+        cut = force_cut or (not self.waiting and len(self.ids) < self.s.max_num_seqs)
+        t = self.clock + np.cumsum(self._decode_times(n, kv0, min(k, self._steps_to(until_s, n, kv0) if cut else k)))
+        if cut and t[-1] > until_s:
             k = int(np.searchsorted(t, until_s, side="left")) + 1
             t = t[:k]
         new_ctx = ctx + k
@@ -346,14 +367,35 @@ class _Replica:
         self.r.itl.append(t[0] - self.last[sel])
         if k > 1:
             self.r.itl_runs.append((t[1:] - t[:-1], n))
-        self.ctx[sel] = new_ctx
-        self.blk[sel] = new_blk
-        self.gen[sel] += k
-        self.last[sel] = t[-1]
+        if isinstance(sel, slice):  # every sequence: new arrays, no copy back
+            self.ctx, self.blk = new_ctx, new_blk
+            self.gen += k
+            self.last = np.full(n, t[-1])
+        else:
+            self.ctx[sel], self.blk[sel] = new_ctx, new_blk
+            self.gen[sel] += k
+            self.last[sel] = t[-1]
         self.clock = float(t[-1])
         self.steps += k
         if k == k_fin:
             self._finish()
+
+    def _decode_kv(self, ctx: np.ndarray) -> float:
+        """Cached tokens the decodes of contexts `ctx` read in a step (padded: each the longest;
+        either way n more at each later step of a run)."""
+        if not len(ctx):
+            return 0.0
+        return float(ctx.max()) * len(ctx) if self.s.padded_decode else float(ctx.sum())
+
+    def _steps_to(self, until_s: float, n: int, kv0: float) -> int:
+        """Enough decode steps to end at or after `until_s` (a run cut there needs no more): a
+        step is never shorter than the first (time grows with the cached tokens read)."""
+        lines = self.lines[n]
+        if not lines or not until_s < math.inf:
+            return MAX_RUN_STEPS
+        c0, c1, m0, m1, rest = lines
+        first = max(c0 + c1 * kv0, m0 + m1 * kv0) + rest
+        return max(int((until_s - self.clock) / first), 0) + 2 if first > 0 else MAX_RUN_STEPS
 
     def _decode_times(self, n: int, kv0: float, k: int) -> np.ndarray:
         """Durations of k decode steps of n sequences holding kv0 cached tokens at the first."""
