@@ -328,7 +328,7 @@ def _configs() -> list[Example]:
         Example(name="config-gemma3-one-layer-type", why=why, argv=show, names=(cfg, "layer_types"),
                 build=hf_config("gemma-3-12b-pt", _gemma_one_layer_type)),
         Example(name="config-dev-zero", why=why, argv=("models", "show", "{tmp}/config.json"),
-                build=link_to_zero("config.json"), names=("config.json",)),
+                build=link_to_zero("config.json"), names=("{tmp}/config.json", "not a regular file")),
     ]
 
 
