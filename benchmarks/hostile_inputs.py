@@ -18,7 +18,8 @@ stderr line and a verdict:
     WRONG     exit 0 where an answer is right, but not the right answer
 
 Exit code 1 when any example is not ok. tests/test_hostile_inputs.py runs the examples that need no
-torch (`torch=False`) so CI keeps them; the torch ones (stream infer, measure train) need its import.
+torch (`torch=False`) so CI keeps them; the one that imports torch before it answers (`measure train
+--layout auto`: the planner reads the device's memory through torch) is run here only.
 """
 from __future__ import annotations
 

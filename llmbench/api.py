@@ -157,6 +157,7 @@ def _measure(model, suite: str, *, db=None, n_layers: int | None = None, **optio
     shrinks the preset (recorded as resize); db: record the result there (None: nothing recorded)."""
     from llmbench.layouts import check_layout_knobs
     from llmbench.measure.options import RunOptions
+    from llmbench.models import get_model
 
     run_fields = [f.name for f in fields(RunOptions)]
     run = RunOptions(**{k: options.pop(k) for k in list(options) if k in run_fields})
@@ -170,7 +171,7 @@ def _measure(model, suite: str, *, db=None, n_layers: int | None = None, **optio
     # the layout and the model's config are checked before torch is imported (issue 23: ep=2 and a
     # config.json with 0 heads are refused at once, not after seconds of import)
     check_layout_knobs(f"measure.{suite}", {k: v for k, v in w.layout.to_dict().items() if v is not None})
-    w.spec()
+    get_model(w.model)
     from llmbench.measure.suites import run_workload  # torch, only now
 
     w, res = run_workload(w, run)
