@@ -155,8 +155,9 @@ def _measure(model, suite: str, *, db=None, n_layers: int | None = None, **optio
     fields (batch is global, seq, micro_batch, precision, hardware, tp, zero, recompute, ...) and
     measure.options.RunOptions' (device, steps, warmup_steps, repeats, data, seed, ...); n_layers
     shrinks the preset (recorded as resize); db: record the result there (None: nothing recorded)."""
+    from llmbench.layouts import check_layout_knobs
     from llmbench.measure.options import RunOptions
-    from llmbench.measure.suites import run_workload
+    from llmbench.models import get_model
 
     run_fields = [f.name for f in fields(RunOptions)]
     run = RunOptions(**{k: options.pop(k) for k in list(options) if k in run_fields})
@@ -167,6 +168,12 @@ def _measure(model, suite: str, *, db=None, n_layers: int | None = None, **optio
                           where=f"measure_{suite}", **options)
     if spec is not None:
         raise BadInput(f"measure_{suite}: model must be a preset name or a config.json path, not a ModelSpec")
+    # the layout and the model's config are checked before torch is imported (issue 23: ep=2 and a
+    # config.json with 0 heads are refused at once, not after seconds of import)
+    check_layout_knobs(f"measure.{suite}", {k: v for k, v in w.layout.to_dict().items() if v is not None})
+    get_model(w.model)
+    from llmbench.measure.suites import run_workload  # torch, only now
+
     w, res = run_workload(w, run)
     key = _record(w, res, db) if db is not None else None
     return Measurement(workload=w, status=res["status"], metrics=res["metrics"], info=res["info"],

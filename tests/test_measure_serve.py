@@ -193,7 +193,7 @@ def test_cli_json_out_and_db(tiny_config, tmp_path, capsys):  # noqa: F811
     (["--rate", "1", "--prompt-len", "200"], "exceeds"),
     (["--rate", "1", "--prompt-len", "16", "--max-batched-tokens", "8"], "max_batched_tokens 8"),
     (["--rate", "1", "--prompt-len", "16", "--kv-blocks", "1"], "kv_blocks 1 cannot hold"),
-    (["--trace", "/no/such.csv"], "no file"),
+    (["--trace", "/no/such.csv"], "no such trace file"),
 ])
 def test_bad_input_is_one_line_exit_2(tiny_config, capsys, args, words):  # noqa: F811
     code, stdout, err = run_main(capsys, "measure", "serve", "--model", tiny_config, "--no-record", *args)

@@ -85,7 +85,7 @@ def test_every_catalog_accelerator_serves_or_says_why(capsys):
     (["--max-concurrency", "0"], "--max-concurrency"), (["--rate", "1", "--slo-ttft-ms", "0"], "--slo-ttft-ms"),
     (["--rate", "1", "--slo-tpot-ms", "-5"], "--slo-tpot-ms"), (["--rate", "1", "--requests", "1000001"], "--requests"),
     ([], "--rate R, --max-concurrency C or --trace"), (["--rate", "1", "--trace", "x.csv"], "not both"),
-    (["--trace", "/no/such.csv"], "no file"), (["--rate", "1", "--prompt-len", "lognormal:5"], "--prompt-len"),
+    (["--trace", "/no/such.csv"], "no such trace file"), (["--rate", "1", "--prompt-len", "lognormal:5"], "--prompt-len"),
     (["--rate", "1", "--engine", "nope"], "engine"), (["--rate", "1", "--tp", "3"], "tp"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, match):

@@ -122,7 +122,7 @@ def test_bad_jsonl_and_binary(tmp_path):
     b.write_bytes(b"\xff\xfe\x00\x01garbage\n")
     with pytest.raises(BadInput):
         read_trace(b)
-    with pytest.raises(BadInput, match="no file"):
+    with pytest.raises(BadInput, match="no such trace file"):
         read_trace(tmp_path / "missing.csv")
 
 

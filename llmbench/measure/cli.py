@@ -310,6 +310,9 @@ def _measure(suite: str, a) -> None:
     if _rank() == 0 and not a.no_record:
         from llmbench.results.safe import check_writable
         check_writable(a.db)  # before the work: an unusable DB is found now, not after the measurement
+    from llmbench.models import get_model
+
+    get_model(a.model)  # the model (a config.json's heads, layers, ...) checked before torch is imported
     try:
         results = [_run(Workload(suite=suite, batch=batch, resize=resize, layout=layout, **base), run, a)
                    for batch in a.batch]

@@ -107,8 +107,9 @@ def setup_distributed(device_name: str) -> tuple[torch.device, int, int]:
     return device, world, _rank()
 
 
-def _step_fn(net, fwd, opt, data, sparsifier, w, *, ddp: bool, losses: list):
-    """One optimizer step of w.grad_accum micro-steps (DDP syncs gradients on the last only)."""
+def step_fn(net, fwd, opt, data, sparsifier, w, *, ddp: bool, losses: list):
+    """One optimizer step of w.grad_accum micro-steps (DDP syncs gradients on the last only).
+    Public: `stream compare`'s resident side runs this same step (streaming/run.MeasureResident)."""
     G = w.grad_accum
     scaler = torch.amp.GradScaler(data.device.type) if w.precision == "fp16" else None
 
@@ -147,7 +148,7 @@ def train_loop(spec, w, run, device: torch.device, *, ddp: bool) -> dict:
     data = Batches(run.data, spec.vocab_size, w.micro_batch, w.seq_len, device, seed=run.seed + _rank(),
                    n_classes=spec.n_classes if spec.head == "cls" else 0)
     losses = []
-    step = _step_fn(net, fwd, opt, data, sparsifier, w, ddp=ddp, losses=losses)
+    step = step_fn(net, fwd, opt, data, sparsifier, w, ddp=ddp, losses=losses)
     dev.reset_peak_memory(device)
     times, warm = dev.time_fn(step, device, repeats=run.steps, warmup=run.warmup_steps)
     timed = losses[run.warmup_steps:]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from llmbench._files import regular_file
 from llmbench.errors import BadInput
 
 from .spec import ModelSpec
@@ -262,9 +263,8 @@ def read_config(path_like: str | Path) -> tuple[dict, Path]:
     path = Path(path_like)
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
-        raise BadInput(f"no such config.json: {path}")
-    size = path.stat().st_size
+    path, st = regular_file(path, "config.json")  # missing, or a device (/dev/zero): one line, unread
+    size = st.st_size
     if size > MAX_CONFIG_BYTES:
         raise BadInput(f"{path}: {size:,} bytes is too large for a config.json (limit {MAX_CONFIG_BYTES:,})")
     try:

@@ -16,6 +16,7 @@ without each point in turn and predict it.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from llmbench._files import read_small_text, regular_file
 from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 from llmbench.point import Workload
@@ -219,7 +221,9 @@ def calibrate_published(write: bool = True, only: str | None = None, ship: bool 
         reports.append(rep)
     if write and not only:
         reports.append({"residuals": write_residuals(folder / RESIDUALS_FILE, pts, loso, make_folder=not ship)})
-        reports.append({"frameworks": write_frameworks(folder / TERMS_FILE, lin, fitted, make_folder=not ship)})
+        terms = write_frameworks(folder / TERMS_FILE, lin, fitted, make_folder=not ship)
+        if terms:
+            reports.append({"frameworks": terms})
         if ship:
             _remove_stale(folder, {r["hardware"] for r in reports if "hardware" in r})
     load_profile.cache_clear()
@@ -271,16 +275,23 @@ def write_residuals(path: Path, points, loso: dict, make_folder: bool = False) -
     return str(path)
 
 
-def write_frameworks(path: Path, lin, fitted: dict, make_folder: bool = False) -> str:
+def write_frameworks(path: Path, lin, fitted: dict, make_folder: bool = False) -> str | None:
     """Write the fit's framework terms ({framework: {param: log factor}}, read by --framework's
-    frameworks.shipped_terms); no per-framework term is fitted today (frameworks.py says why), so
-    the file holds {} and says so."""
+    frameworks.read_terms) when the fit has any; none is fitted today (frameworks.py says why), so
+    nothing is written and a file an earlier fit left there is removed (None). A file that could
+    only hold {} said nothing a missing file does not."""
+    from .frameworks import read_terms
     from .pooled import FRAMEWORK_KEY
 
-    _write_json(Path(path), {"source": SHIPPED_SOURCE, "term": "log factor on each efficiency parameter of "
-                             "a hardware's profile for rows of that framework (pooled.py)",
-                             "frameworks": fitted.get(FRAMEWORK_KEY, {}),
-                             "note": "no per-framework term is fitted (perfmodel/frameworks.py)"}, make_folder)
+    path = Path(path)
+    read_terms.cache_clear()
+    terms = fitted.get(FRAMEWORK_KEY, {})
+    if not terms:
+        path.unlink(missing_ok=True)
+        return None
+    _write_json(path, {"source": SHIPPED_SOURCE, "term": "log factor on each efficiency parameter of "
+                       "a hardware's profile for rows of that framework (pooled.py)", "frameworks": terms},
+                make_folder)
     return str(path)
 
 
@@ -361,23 +372,22 @@ def is_sqlite(p: Path) -> bool:
 
 def read_points(path: str, hw_name: str) -> tuple[list[dict], list[dict]]:
     """Rows of a results DB, a CSV or a JSON list -> points of `hw_name`, and the rows skipped, each
-    {"row": id, "reason": why} (another hardware or suite, no batch or seq_len, a value that is not a
-    finite positive number, a configuration the model cannot predict)."""
-    p = Path(path)
-    if not p.exists():
-        raise BadInput(f"no such file: {path}")
+    {"row": id, "reason": why} (a row of the database that no longer reads, another hardware or
+    suite, no batch or seq_len, a value that is not a finite positive number, a configuration the
+    model cannot predict). A directory or a device (/dev/zero) is refused before reading."""
+    p, _ = regular_file(path, "calibration rows file")
+    skipped = []
     if p.suffix in (".db", ".sqlite", ".sqlite3") or is_sqlite(p):
-        rows = _read_db(p)
+        rows, skipped = _read_db(p)
     elif p.suffix == ".json":
         try:
-            data = json.loads(p.read_text())
+            data = json.loads(read_small_text(p, "calibration rows file", MAX_ROWS_FILE_BYTES))
         except ValueError as e:
-            raise BadInput(f"{path}: not JSON ({e})") from None
+            raise BadInput(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
         rows = data if isinstance(data, list) else data.get("rows", []) if isinstance(data, dict) else []
     else:
-        with open(p, newline="") as f:
-            rows = list(csv.DictReader(f))
-    points, skipped = [], []
+        rows = _read_csv(p)
+    points = []
     for i, row in enumerate(rows):
         for metric, value in _metrics_of(row):
             pt = _as_point(row, metric, value, hw_name, i)
@@ -389,14 +399,28 @@ def read_points(path: str, hw_name: str) -> tuple[list[dict], list[dict]]:
     return points, skipped
 
 
-def _read_db(p: Path) -> list[dict]:
-    """The ok rows of a llmbench results database, decoded (point, metrics as dicts); opened
-    read-only (the store quotes the path into a file: URI, so '?' and '#' in a name are fine)."""
+#: a CSV or JSON of result rows: 100 MB is ~10^6 rows, far more than a calibration reads
+MAX_ROWS_FILE_BYTES = 100_000_000
+
+
+def _read_csv(p: Path) -> list[dict]:
+    try:
+        text = read_small_text(p, "calibration rows file", MAX_ROWS_FILE_BYTES)
+        return list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise BadInput(f"{p}: not a CSV of result rows ({e})") from None
+
+
+def _read_db(p: Path) -> tuple[list[dict], list[dict]]:
+    """The ok rows of a llmbench results database, decoded (point, metrics as dicts), and the rows
+    that no longer read ({"row": key, "reason": why}: the store skips them); opened read-only (the
+    store quotes the path into a file: URI, so '?' and '#' in a name are fine)."""
     from llmbench.results.store import ResultsDB
 
     try:
         with ResultsDB(p, readonly=True) as db:
-            return [r for r in db.query() if r.get("status") == "ok"]
+            rows = [r for r in db.query() if r.get("status") == "ok"]
+            return rows, [{"row": k[:40], "reason": f"no longer reads: {why}"} for k, why in db.skipped.items()]
     except sqlite3.Error as e:
         raise BadInput(f"{p.name}: not a llmbench results database ({e})") from None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 
 #: framework -> parameter overrides it implies (documented mechanisms, not fitted)
 FRAMEWORKS: dict[str, dict[str, float]] = {
@@ -85,15 +86,44 @@ def apply(params: dict, framework: str | None, terms: dict | None) -> dict:
 
 
 def shipped_terms() -> dict:
-    """{framework: {param: log factor}} of the calibration in use (the folder of the profiles
-    read first: params.profile_dirs), {} when none was written."""
+    """{framework: {param: log factor}} of the calibration in use (TERMS_FILE in the folder of the
+    profiles read first: params.profile_dirs), {} when none was written; each file read once."""
     from .params import profile_dirs
 
     for d in profile_dirs():
         f = d / TERMS_FILE if not d.is_file() else d.parent / TERMS_FILE
         if f.exists():
-            return json.loads(f.read_text())["frameworks"]
+            return read_terms(str(f))
     return {}
+
+
+@lru_cache(maxsize=8)
+def read_terms(path: str) -> dict:
+    """The framework terms TERMS_FILE holds (what calibrate.write_frameworks writes: a JSON object
+    whose "frameworks" maps a framework to {efficiency parameter: finite log factor}); else BadInput
+    naming the file and the key. Cached: validate asks once per row."""
+    from llmbench._files import read_small_text
+    from llmbench.errors import BadInput
+
+    from .params import PARAMS
+
+    try:
+        data = json.loads(read_small_text(path, "framework terms"))
+    except BadInput:
+        raise
+    except ValueError:
+        raise BadInput(f"framework terms {path}: not valid JSON") from None
+    terms = data.get("frameworks") if isinstance(data, dict) else None
+    if not isinstance(terms, dict):
+        raise BadInput(f"framework terms {path}: must be a JSON object with a 'frameworks' object")
+    for fw, ps in terms.items():
+        if not isinstance(ps, dict):
+            raise BadInput(f"framework terms {path}: frameworks.{fw} must be an object of parameters")
+        for k, v in ps.items():
+            if k not in PARAMS or not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise BadInput(f"framework terms {path}: frameworks.{fw}.{k} must be a known parameter "
+                               f"with a finite log factor, got {v!r}")
+    return terms
 
 
 # Per-framework fitted efficiency terms are not fitted. Measured on published_v2 before the serving

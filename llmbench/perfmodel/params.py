@@ -114,25 +114,32 @@ def read_profile(path: Path) -> dict:
     return check_profile(data, path)
 
 
-def _candidates(d: Path, name: str) -> list[Path]:
-    """`name`.json in folder d, then any other profile there whose "hardware" is `name` (what
-    calibrate --out FILE writes under any file name); d itself when it is a file."""
+def _candidates(d: Path, name: str, own: bool) -> list[Path]:
+    """The files that may hold `name`'s profile in d, in the order read. The rule (read only what
+    is needed): d itself when it is a file ($LLMBENCH_PROFILES=FILE); else `<name>.json` when it
+    exists; and only in the user's own folder (own: $LLMBENCH_PROFILES) when it does not, the other
+    *.json there (calibrate --out FILE writes any name; its "hardware" says whose it is). The
+    folders llmbench writes ($LLMBENCH_HOME/profiles, the shipped one) name every profile
+    `<name>.json`: nothing else in them is read, so hardware without a profile reads no file."""
     if d.is_file():
         return [d]
     first = d / f"{name}.json"
-    rest = sorted(p for p in d.glob("*.json") if p != first and p.name not in (RESIDUALS_FILE, "frameworks.json")) if d.is_dir() else []
-    return ([first] if first.exists() else []) + rest
+    if first.exists() or not own or not d.is_dir():
+        return [first] if first.exists() else []
+    return sorted(p for p in d.glob("*.json") if p.name not in (RESIDUALS_FILE, "frameworks.json"))
 
 
 @lru_cache(maxsize=64)
 def find_profile(name: str) -> tuple[str | None, dict]:
     """(path, content) of the calibrated profile of one hardware ((None, {}) when none exists):
-    profile_dirs() in order. `name` is a name ('../evil' is a BadInput: it never reaches a path)."""
+    profile_dirs() in order (_candidates says which files). `name` is a name ('../evil' is a
+    BadInput: it never reaches a path)."""
     from llmbench.errors import check_name
 
     check_name(name, "hardware name")
-    for d in profile_dirs():
-        for path in _candidates(d, name):
+    own = bool(os.environ.get("LLMBENCH_PROFILES"))
+    for i, d in enumerate(profile_dirs()):
+        for path in _candidates(d, name, own=own and i == 0):
             data = read_profile(path)
             if path.name == f"{name}.json" or data.get("hardware") == name:
                 return str(path), data

@@ -101,24 +101,18 @@ def add_load_options(p) -> None:
 
 
 def _concurrency(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 requests in flight, got {v}")
-    return v
+    """requests in flight: an integer >= 1, written as every count is ('64', '1e3')."""
+    return int_in(1, None, "max-concurrency")(text)
 
 
 def _requests(text: str) -> int:
+    """A request count in [1, MAX_REQUESTS], written as every count is ('2000', '1e4'): 1e12 is
+    refused by the simulator's bound, not as "not an integer"."""
     from llmbench.serve.config import MAX_REQUESTS
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 1 <= v <= MAX_REQUESTS:
-        raise argparse.ArgumentTypeError(f"must be in [1, {MAX_REQUESTS:,}] (the simulator's bound), got {v:,}")
+    v = int_in(1, None, "requests")(text)
+    if v > MAX_REQUESTS:
+        raise argparse.ArgumentTypeError(f"{v:,} exceeds the supported {MAX_REQUESTS:,} (the simulator's bound)")
     return v
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from llmbench._files import regular_file
 from llmbench.errors import BadInput
 from llmbench.serve.config import MAX_REQUESTS  # noqa: F401  (re-exported: tests patch it here)
 #: the longest prompt or output a row may state (tokens); longer is a broken file, not a request
@@ -158,9 +159,7 @@ def _positive_int(text: str, name: str) -> int:
 
 
 def _length_samples(path: str, name: str, column: str) -> np.ndarray:
-    p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"{name}: no file {path}")
+    p, _ = regular_file(path, f"{name} file")  # a directory or a device is named as one
     with p.open(errors="replace") as f:
         first = f.readline().strip()
     if first and not first.lstrip("+").isdigit():  # a header or a JSON line: a trace file
@@ -207,9 +206,7 @@ def synthetic(n: int, *, rate_per_s: float, prompt: LengthDist, output: LengthDi
 def read_trace(path, max_requests: int | None = None) -> Trace:
     """A trace file (CSV or JSONL, any layout in LAYOUTS) -> Trace. `max_requests` keeps the first
     K rows read; without it a file of more than MAX_REQUESTS requests is refused."""
-    p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"--trace: no file {path}")
+    p, _ = regular_file(path, "trace file")  # `--trace DIR` is a directory, not a missing file
     limit = MAX_REQUESTS if max_requests is None else max_requests
     rows = _rows_jsonl(p) if p.suffix.lower() in (".jsonl", ".json", ".ndjson") else _rows_csv(p)
     arr, pro, out, skipped = [], [], [], 0

@@ -119,11 +119,13 @@ def stream_compare(a) -> None:
 def stream_infer(a) -> None:
     """Pipelined inference under torchrun: one stage per process, its layers' weights and KV cache
     resident, requests micro-batched so every stage works every step (seed 004's wafer pipeline)."""
-    from llmbench.streaming.config import PipelineConfig
-    from llmbench.streaming.pipeline import record, run_pipeline
+    from llmbench.streaming.config import PipelineConfig, spec_of
 
     cfg = PipelineConfig(**values(a, PipelineConfig.__dataclass_fields__))
+    spec_of(cfg, cfg.prompt_len + cfg.gen_len)  # the model's positions, before torch is imported
     _check_db(a)
+    from llmbench.streaming.pipeline import record, run_pipeline  # torch, only now
+
     out = _emit(a, run_pipeline(cfg), lambda db, out: record(db, cfg, out))
     if out is not None:
         keys = ("model", "stages", "batch", "micro_batches", "time_to_first_token_s",

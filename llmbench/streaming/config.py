@@ -247,3 +247,14 @@ def workload_and_options(*, model: str = "tiny", layers=None, width=None, heads=
     w = stream_workload(model, layers=layers, width=width, heads=heads, vocab=vocab, batch=batch, seq_len=seq,
                         precision=precision, sparsity=sparsity, layout=Layout(recompute="full" if recompute else None))
     return w, StreamOptions(**options)
+
+
+def spec_of(cfg: PipelineConfig, context: int):
+    """The ModelSpec the pipeline runs: its Workload's (resized, positions long enough for `context`).
+    Torch-free: `stream infer` checks the prompt + generation against the model's positions with it
+    before importing torch (issue 23: a 100,000-token prompt on a 128-position model answers at once)."""
+    w = stream_workload(cfg.model, layers=cfg.layers, width=cfg.width, heads=cfg.heads, vocab=cfg.vocab,
+                        suite="infer", batch=cfg.batch, seq_len=context)
+    spec = w.spec()
+    check_causal_lm(spec)
+    return spec

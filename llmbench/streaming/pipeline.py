@@ -34,7 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 from llmbench.errors import BadInput
-from llmbench.streaming.config import PipelineConfig, check_causal_lm, stream_workload
+from llmbench.streaming.config import PipelineConfig, spec_of, stream_workload
 from llmbench.streaming.executor import DTYPES
 from llmbench.streaming.pipeplan import (
     check_fits, head_layers_of, max_batch_x_context, plan_stages, stage_layers)
@@ -289,15 +289,6 @@ def workload_of(cfg: PipelineConfig, world: int, device):
                            suite="infer", hardware=hardware_for_device(device.type, dev.device_name(device)),
                            precision=cfg.precision, devices=world, batch=cfg.batch, seq_len=cfg.prompt_len,
                            gen_len=cfg.gen_len, layout=Layout(mode="sram_pipeline"))
-
-
-def spec_of(cfg: PipelineConfig, context: int):
-    """The ModelSpec the pipeline runs: its Workload's (resized, positions long enough for `context`)."""
-    w = stream_workload(cfg.model, layers=cfg.layers, width=cfg.width, heads=cfg.heads, vocab=cfg.vocab,
-                        suite="infer", batch=cfg.batch, seq_len=context)
-    spec = w.spec()
-    check_causal_lm(spec)
-    return spec
 
 
 def predicted(spec, cfg: PipelineConfig, world: int, device) -> dict | None:

@@ -177,7 +177,7 @@ class MeasureResident:
         import torch
 
         from llmbench.measure.sparsity import Sparsifier
-        from llmbench.measure.train import _step_fn, build_model, make_adamw
+        from llmbench.measure.train import build_model, make_adamw, step_fn
         from llmbench.streaming.trainers import load_initial
 
         torch.manual_seed(opts.seed)
@@ -186,7 +186,7 @@ class MeasureResident:
         self.batches, self.device, self.losses = iter(batches), device, []
         opt = make_adamw(self.model.parameters(), lr=opts.lr)
         dense = Sparsifier.for_run(self.model, 0.0, "unstructured", device, w.micro_batch * w.seq_len)
-        self.step = _step_fn(self.model, self.model, opt, self, dense, w, ddp=False, losses=self.losses)
+        self.step = step_fn(self.model, self.model, opt, self, dense, w, ddp=False, losses=self.losses)
 
     def next(self):
         """measure's Batches interface: the next (inputs, targets) on the device"""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import stat
 from dataclasses import MISSING, fields
 from pathlib import Path
 
@@ -125,27 +124,11 @@ def _is_num(v) -> bool:
 
 
 def read_text(path: Path, limit_bytes: int = MAX_SPEC_BYTES) -> str:
-    """A user's text file: regular, at most `limit_bytes` (checked before and while reading), UTF-8."""
-    try:
-        st = path.stat()
-        if stat.S_ISDIR(st.st_mode):
-            raise BadInput(f"{path} is a directory, not a study spec (a YAML file)")
-        if not stat.S_ISREG(st.st_mode):
-            raise BadInput(f"{path} is not a regular file")
-        if st.st_size > limit_bytes:
-            raise BadInput(f"{path} is {st.st_size:,} bytes; a study spec is at most {limit_bytes:,}")
-        with open(path, "rb") as f:
-            data = f.read(limit_bytes + 1)
-    except FileNotFoundError:
-        raise BadInput(f"no such study spec: {path}") from None
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read it ({e.strerror or e})") from None
-    if len(data) > limit_bytes:
-        raise BadInput(f"{path} is over {limit_bytes:,} bytes; a study spec is at most that")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(f"{path} is not UTF-8 text (byte {e.start}: {data[e.start]:#04x})") from None
+    """A study spec's text: the one rule for user files (llmbench._files: regular, at most
+    `limit_bytes`, checked before and while reading, UTF-8)."""
+    from llmbench._files import read_small_text
+
+    return read_small_text(path, "study spec", limit_bytes)
 
 
 class _SpecError(Exception):
