@@ -185,9 +185,9 @@ def add_engine_options(p) -> None:
     from llmbench.footprint import KV_PRECISIONS
 
     p.add_argument("--engine", default=None,
-                   help="serving engine: trtllm, vllm, sglang, tgi, jetstream, gptfast, native, ideal (default: TensorRT-LLM "
-                        "on NVIDIA, vLLM on AMD, JetStream on TPU, the vendor's own stack ('native') elsewhere; "
-                        "docs/predict.md 'Serving')")
+                   help="serving engine: trtllm, vllm, sglang, tgi, jetstream, gptfast, native, ideal "
+                        "(default: TensorRT-LLM on NVIDIA, vLLM on AMD, JetStream on TPU, the vendor's own "
+                        "stack ('native') elsewhere; docs/predict.md 'Serving')")
     p.add_argument("--kv-precision", choices=KV_PRECISIONS, default=None,
                    help="KV-cache precision (default: fp8 with fp8/fp4 weights where the engine pairs them, "
                         "else the activations' 16-bit type)")
