@@ -6,6 +6,7 @@ over the reader's limit or non-UTF-8 bytes is one `BadInput` line naming the fil
 should have been, decided from stat() before reading."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -48,3 +49,12 @@ def read_small_text(path: str | os.PathLike, what: str, limit_bytes: int = 1_000
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"{what} {p}: not UTF-8 text (byte {e.start}: {data[e.start]:#04x})") from None
+
+
+def read_small_json(path: str | os.PathLike, what: str, limit_bytes: int = 1_000_000):
+    """The JSON value of the small regular file `path` (read_small_text's rules); invalid JSON is
+    one BadInput line naming the file, with the parser's message and line."""
+    try:
+        return json.loads(read_small_text(path, what, limit_bytes))
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{what} {path}: not valid JSON ({e.msg} at line {e.lineno})") from None

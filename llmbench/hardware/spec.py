@@ -22,7 +22,6 @@ See docs/hardware.md; `llmbench hardware list` prints the table.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
 from llmbench._toml import tomllib
@@ -281,12 +280,9 @@ def _merge_tiers(base: list, new: list, origin: str) -> list:
 
 
 def _read_profile(path: Path) -> dict:
-    from llmbench._files import read_small_text
+    from llmbench._files import read_small_json
 
-    try:
-        data = json.loads(read_small_text(path, "hardware profile"))
-    except json.JSONDecodeError as e:
-        raise BadInput(f"hardware profile {path}: {e}") from None
+    data = read_small_json(path, "hardware profile")
     if not isinstance(data, dict):
         raise BadInput(f"hardware profile {path}: expected a JSON object of fields")
     _check_numbers(data, f"hardware profile {path}")

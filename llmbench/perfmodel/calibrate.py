@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llmbench._files import read_small_text, regular_file
+from llmbench._files import read_small_json, read_small_text, regular_file
 from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 from llmbench.point import Workload
@@ -380,10 +380,7 @@ def read_points(path: str, hw_name: str) -> tuple[list[dict], list[dict]]:
     if p.suffix in (".db", ".sqlite", ".sqlite3") or is_sqlite(p):
         rows, skipped = _read_db(p)
     elif p.suffix == ".json":
-        try:
-            data = json.loads(read_small_text(p, "calibration rows file", MAX_ROWS_FILE_BYTES))
-        except ValueError as e:
-            raise BadInput(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
+        data = read_small_json(p, "calibration rows file", MAX_ROWS_FILE_BYTES)
         rows = data if isinstance(data, list) else data.get("rows", []) if isinstance(data, dict) else []
     else:
         rows = _read_csv(p)

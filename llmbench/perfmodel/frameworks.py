@@ -11,7 +11,6 @@ scores go through memory (params "attn_score_passes"); every later stack in publ
 """
 from __future__ import annotations
 
-import json
 import math
 from functools import lru_cache
 
@@ -102,17 +101,12 @@ def read_terms(path: str) -> dict:
     """The framework terms TERMS_FILE holds (what calibrate.write_frameworks writes: a JSON object
     whose "frameworks" maps a framework to {efficiency parameter: finite log factor}); else BadInput
     naming the file and the key. Cached: validate asks once per row."""
-    from llmbench._files import read_small_text
+    from llmbench._files import read_small_json
     from llmbench.errors import BadInput
 
     from .params import PARAMS
 
-    try:
-        data = json.loads(read_small_text(path, "framework terms"))
-    except BadInput:
-        raise
-    except ValueError:
-        raise BadInput(f"framework terms {path}: not valid JSON") from None
+    data = read_small_json(path, "framework terms")
     terms = data.get("frameworks") if isinstance(data, dict) else None
     if not isinstance(terms, dict):
         raise BadInput(f"framework terms {path}: must be a JSON object with a 'frameworks' object")

@@ -102,16 +102,9 @@ RESIDUALS_FILE = "loso_residuals.json"
 def read_profile(path: Path) -> dict:
     """A profile's content: a regular file of at most 1 MB of JSON holding a valid profile
     (check_profile); else BadInput (a ValueError), one line naming the file."""
-    from llmbench._files import read_small_text
-    from llmbench.errors import BadInput
+    from llmbench._files import read_small_json
 
-    try:
-        data = json.loads(read_small_text(path, "profile"))
-    except BadInput:
-        raise
-    except ValueError:
-        raise BadInput(f"profile {path}: not valid JSON") from None
-    return check_profile(data, path)
+    return check_profile(read_small_json(path, "profile"), path)
 
 
 def _candidates(d: Path, name: str, own: bool) -> list[Path]:
