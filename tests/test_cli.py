@@ -71,6 +71,7 @@ def test_cli_defaults_are_the_dataclass_defaults():
     (["predict", "train", "--model", "gpt2-xl", "--hardware", "a100-80gb", "--batch", "8", "--seq", "128",
       "--sparsity", "nan"], "finite"),
     (["predict", "infer", "--model", "gpt2-xl", "--hardware", "a100-80gb", "--precision", "fp64"], "precision"),
+    (["predict", "infer", "--model", "gpt2-xl", "--hardware", "a100-80gb", "--engine", ""], "unknown engine ''"),
     (["nope"], "invalid choice"),
 ])
 def test_bad_input_is_one_line(cli, argv, says):

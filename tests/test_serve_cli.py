@@ -86,7 +86,8 @@ def test_every_catalog_accelerator_serves_or_says_why(capsys):
     (["--rate", "1", "--slo-tpot-ms", "-5"], "--slo-tpot-ms"), (["--rate", "1", "--requests", "1000001"], "--requests"),
     ([], "--rate R, --max-concurrency C or --trace"), (["--rate", "1", "--trace", "x.csv"], "not both"),
     (["--trace", "/no/such.csv"], "no such trace file"), (["--rate", "1", "--prompt-len", "lognormal:5"], "--prompt-len"),
-    (["--rate", "1", "--engine", "nope"], "engine"), (["--rate", "1", "--tp", "3"], "tp"),
+    (["--rate", "1", "--engine", "nope"], "engine"), (["--rate", "1", "--engine", ""], "unknown engine ''"),
+    (["--rate", "1", "--tp", "3"], "tp"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, match):
     code, out, err = _run(capsys, "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", *args)

@@ -28,7 +28,6 @@ from llmbench.point import Workload
 from . import serving
 from .params import resolve_params
 from .plan import check_pp, check_tp_heads, divisors
-from .serving import Engine
 from .shapes import shape
 
 MAX_DEVICES = 4096
@@ -119,7 +118,7 @@ def predict_infer(spec, hw, w: Workload, params=None, *, engine=None, kv_precisi
     encoder = check_infer(spec, w)
     mode = w.layout.mode or hw.default_mode_infer
     mode = "resident" if mode == "weight_streaming" else mode
-    eng = engine if isinstance(engine, Engine) else serving.engine(engine) if engine else serving.default_engine(hw)
+    eng = serving.resolve_engine(engine, hw)
     p = params if params is not None else resolve_params(hw)
     s = Serve(spec=spec, hw=hw, p=p, precision=precision, mode=mode, encoder=encoder, engine=eng,
               weights_bytes=float(shape(spec, precision).params) * dtype_bytes(precision), kv_precision=kv_precision)

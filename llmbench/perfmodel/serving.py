@@ -444,7 +444,7 @@ def step_model(spec, hw, w, engine=None, params: dict | None = None, kv_precisio
     (tp, pp; default 1), mode; `engine` an Engine or a name (default: default_engine(hw))."""
     from llmbench.point import precision_for
 
-    eng = engine if isinstance(engine, Engine) else (engine_by_name(engine) if engine else default_engine(hw))
+    eng = resolve_engine(engine, hw)
     lay = w.layout
     mode = lay.mode or hw.default_mode_infer
     mode = "resident" if mode in ("weight_streaming", "auto") else mode
@@ -452,8 +452,12 @@ def step_model(spec, hw, w, engine=None, params: dict | None = None, kv_precisio
                             mode=mode, eng=eng, kv_precision=kv_precision, params=params)
 
 
-def engine_by_name(name: str) -> Engine:
-    return engine(name)
+def resolve_engine(choice, hw) -> Engine:
+    """`choice` an Engine, a name, or None (the default engine of `hw`); an empty or unknown name is
+    BadInput, not the default."""
+    if isinstance(choice, Engine):
+        return choice
+    return default_engine(hw) if choice is None else engine(choice)
 
 
 def with_fitted(eng: Engine, values: dict) -> Engine:

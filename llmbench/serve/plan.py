@@ -73,12 +73,12 @@ def _replica_models(model: str, hw_name: str, need_tokens: int, precision, engin
     """The StepModels of the layouts of `hw_name` that hold the model and one request; wafers:
     only the fewest that hold it (seed 004's layout; more only add hops)."""
     from llmbench.hardware import get_hardware
-    from llmbench.perfmodel.serving import build_step_model, default_engine, engine as engine_by_name
+    from llmbench.perfmodel.serving import build_step_model, resolve_engine
     from llmbench.point import Workload, precision_for
 
     hw = get_hardware(hw_name)
     spec = Workload(model=model, hardware=hw_name, suite="infer").spec()
-    eng = engine_by_name(engine) if engine else default_engine(hw)
+    eng = resolve_engine(engine, hw)
     prec = precision_for(hw, precision)
     mode = "sram_pipeline" if hw.default_mode_infer == "sram_pipeline" else "resident"
     out = []

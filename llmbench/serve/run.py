@@ -43,11 +43,11 @@ def replica(d: Deployment, need_tokens: int = 0):
     """The StepModel of one replica: the tp x pp given, else the fewest devices (tp first, within
     a node; then pipeline stages: wafers in sram_pipeline) whose memory holds the weights and a
     KV cache of at least `need_tokens` (the longest request)."""
-    from llmbench.perfmodel.serving import engine as engine_by_name, default_engine, step_model
+    from llmbench.perfmodel.serving import resolve_engine, step_model
     from llmbench.point import Workload
 
     spec, hw = _hw_spec(d)
-    eng = engine_by_name(d.engine) if d.engine else default_engine(hw)
+    eng = resolve_engine(d.engine, hw)
     for tp, pp in _layouts(d, spec, hw):
         w = Workload(model=d.model, hardware=d.hardware, suite="infer", precision=d.precision,
                      devices=tp * pp).with_(tp=tp, pp=pp)
