@@ -161,7 +161,7 @@ def test_engines_have_sources_and_defaults_per_family():
         e = engine(n)
         assert e.sources, n
         assert 0 < e.kv_mem_fraction <= 1 and e.block_tokens >= 1
-    assert default_engine_name(get_hardware("mi300x")) == "vllm"
+    assert default_engine_name(get_hardware("mi300x")) == "vllm-rocm"
     assert default_engine_name(get_hardware("h100-sxm")) == "trtllm"
     assert default_engine(get_hardware("cs3")).name == "native"
     with pytest.raises(BadInput):
@@ -258,3 +258,18 @@ def test_cpu_single_prompt_packs_the_layers_not_the_head_and_arrays_match_scalar
     vec = sm.time_s(P, D, C, prefill_seqs=ps, prefill_attn_pairs=P * (P + 1) / 2)
     one = [sm.time_s(*x, prefill_seqs=s, prefill_attn_pairs=x[0] * (x[0] + 1) / 2) for *x, s in zip(P, D, C, ps)]
     assert np.allclose(vec, one, rtol=1e-12)
+
+
+def test_vllm_on_an_amd_gpu_is_its_rocm_build():
+    """`--engine vllm` (and a published row that ran vLLM) on an AMD GPU takes the ROCm build's
+    efficiencies (serving.ROCM_BUILD), on NVIDIA the CUDA build's; other engines are one build."""
+    from llmbench.perfmodel.serving import resolve_engine
+    from llmbench.perfmodel.validate import row_engine
+
+    mi300x, h100 = get_hardware("mi300x"), get_hardware("h100-sxm")
+    assert resolve_engine("vllm", mi300x).name == "vllm-rocm"
+    assert resolve_engine("vllm", h100).name == "vllm"
+    assert resolve_engine("sglang", mi300x).name == "sglang"
+    assert resolve_engine(None, mi300x).name == "vllm-rocm"
+    assert row_engine({"engine": "vLLM"}, mi300x) == "vllm-rocm"
+    assert row_engine({"engine": "vLLM"}, h100) == "vllm"

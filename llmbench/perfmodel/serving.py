@@ -43,6 +43,9 @@ from .step import attn_peak, gemm_peak, ring
 ENGINES_FILE = Path(__file__).with_name("engines.toml")
 #: the engine assumed per hardware family when none is given (docs/predict.md says why)
 DEFAULT_ENGINE = {"NVIDIA": "trtllm", "AMD": "vllm", "Google": "jetstream"}
+#: engines whose AMD (ROCm) build runs kernels of its own and so has efficiencies of its own
+#: (engines.toml [vllm-rocm] says where from): on an AMD GPU the name means that build
+ROCM_BUILD = {"vllm": "vllm-rocm"}
 #: rows of the smallest GEMM tile a step's matmuls are padded to, per hardware kind: a GPU's
 #: smallest tensor-core MMA is 16 rows (PTX ISA mma.sync m16n8k16, Ampere and Hopper; small-M
 #: decode kernels use it); TPU MXU 128 x 128 (Google Cloud TPU docs, v5e); Gaudi MME and RDU:
@@ -129,12 +132,17 @@ def default_engine_name(hw) -> str:
     """NVIDIA GPUs: TensorRT-LLM; AMD GPUs: vLLM; TPUs: JetStream; wafers, RDUs, IPUs, Gaudi and
     CPUs: the vendor's own stack ('native', efficiencies from the hardware profile)."""
     if hw.kind in ("gpu", "tpu"):
-        return DEFAULT_ENGINE.get(hw.vendor, "vllm" if hw.kind == "gpu" else "jetstream")
+        return build_for(DEFAULT_ENGINE.get(hw.vendor, "vllm" if hw.kind == "gpu" else "jetstream"), hw)
     return "native"
 
 
 def default_engine(hw) -> Engine:
     return engine(default_engine_name(hw))
+
+
+def build_for(name: str, hw) -> str:
+    """The engine `name` as it runs on `hw`: its ROCm build on an AMD GPU (ROCM_BUILD)."""
+    return ROCM_BUILD.get(name, name) if hw.vendor == "AMD" else name
 
 
 def kv_precision_for(precision: str, eng: Engine, kv_precision: str | None = None) -> str:
@@ -453,11 +461,11 @@ def step_model(spec, hw, w, engine=None, params: dict | None = None, kv_precisio
 
 
 def resolve_engine(choice, hw) -> Engine:
-    """`choice` an Engine, a name, or None (the default engine of `hw`); an empty or unknown name is
-    BadInput, not the default."""
+    """`choice` an Engine, a name (its build for `hw`: build_for), or None (the default engine of
+    `hw`); an empty or unknown name is BadInput, not the default."""
     if isinstance(choice, Engine):
         return choice
-    return default_engine(hw) if choice is None else engine(choice)
+    return default_engine(hw) if choice is None else engine(build_for(choice, hw))
 
 
 def with_fitted(eng: Engine, values: dict) -> Engine:

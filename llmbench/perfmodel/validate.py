@@ -187,12 +187,12 @@ ENGINE_OF = {"nim": "trtllm",  # NVIDIA NIM runs Llama on its TensorRT-LLM backe
 
 
 def row_engine(row: dict, hw) -> str:
-    """The engine a serving row ran on (its `engine` column through ENGINE_OF), else the
-    hardware's default engine (serving.default_engine_name)."""
-    from .serving import default_engine_name, engine_names
+    """The engine a serving row ran on (its `engine` column through ENGINE_OF, as built for the
+    row's hardware: serving.build_for), else the hardware's default engine (default_engine_name)."""
+    from .serving import build_for, default_engine_name, engine_names
 
     name = (row.get("engine") or "").strip().lower()
-    name = ENGINE_OF.get(name, name)
+    name = build_for(ENGINE_OF.get(name, name), hw)
     return name if name in engine_names() else default_engine_name(hw)
 
 

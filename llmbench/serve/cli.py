@@ -65,8 +65,9 @@ def add_deployment_options(p, hardware_required: bool) -> None:
                    "(default: the fewest devices that hold the model and one request)")
     g.add_argument("--pp", type=int_in(1, 1024, "pp"), help="pipeline stages of a replica (default 1; wafers: as needed)")
     g.add_argument("--precision", default=None, help="weights' precision (default: the hardware's)")
-    g.add_argument("--engine", default=None, help="serving engine: trtllm, vllm, sglang, tgi, jetstream, gptfast, "
-                   "native, ideal (default: the hardware family's; docs/predict.md 'Serving')")
+    g.add_argument("--engine", default=None,
+                   help="serving engine: trtllm, vllm (on AMD GPUs: vllm-rocm, its ROCm build), sglang, tgi, "
+                        "jetstream, gptfast, native, ideal (default: the hardware family's; docs/predict.md 'Serving')")
     g.add_argument("--kv-precision", default=None, help="KV-cache precision (default: the engine's rule)")
     g.add_argument("--policy", choices=POLICIES, default=None,
                    help="scheduler (default: chunked if the engine chunks prompts, else continuous)")
