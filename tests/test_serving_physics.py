@@ -273,3 +273,24 @@ def test_vllm_on_an_amd_gpu_is_its_rocm_build():
     assert resolve_engine(None, mi300x).name == "vllm-rocm"
     assert row_engine({"engine": "vLLM"}, mi300x) == "vllm-rocm"
     assert row_engine({"engine": "vLLM"}, h100) == "vllm"
+
+
+def test_trtllm_before_xqa_reads_each_kv_head_per_query_head():
+    """TensorRT-LLM before v0.8 had no grouped-query generation kernel (serving.RELEASES): a GQA
+    model's decode reads its KV cache once per query head (8x for Llama-2-70B), an MHA model's once;
+    a release that is not stated is the current one."""
+    from llmbench.perfmodel.serving import release
+
+    trt, hw = engine("trtllm"), get_hardware("h200-sxm")
+    assert not release(trt, "0.6.1").gqa_decode_kernel and not release(trt, "v0.5").gqa_decode_kernel
+    for v in ("0.8.0", "v1.2.0rc1", "1.0 era (PyTorch backend)", "not stated", "", None):
+        assert release(trt, v).gqa_decode_kernel, v
+    assert release(engine("vllm"), "0.5").gqa_decode_kernel
+    old = release(trt, "0.6.1")
+    gqa, mha = get_model("llama-2-70b"), get_model("llama-2-7b")
+    assert build_step_model(gqa, hw, precision="fp8", eng=old).kv_read_passes == 8
+    assert build_step_model(gqa, hw, precision="fp8", eng=trt).kv_read_passes == 1
+    assert build_step_model(mha, hw, precision="fp8", eng=old).kv_read_passes == 1
+    new_sm, old_sm = (build_step_model(gqa, hw, precision="fp8", eng=e) for e in (trt, old))
+    t_new, t_old = (sm.time_s(0, 256, 256 * 1100) for sm in (new_sm, old_sm))
+    assert t_old > 2 * t_new  # decode of 256 sequences at 1,100 tokens: KV reads dominate

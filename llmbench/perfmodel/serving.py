@@ -16,7 +16,9 @@ are one replica's (tp x pp devices; pipeline stages run one after another for a 
     memory   = (weight bytes read + KV bytes read and written + activations) / (bandwidth x
                engine.bandwidth_fraction); a MoE step reads the experts its tokens route to
                (moe.experts_hit); weights beyond HBM on a DDR-tier device are read at DDR bandwidth;
-               on a CPU a GEMM of >= 2 rows reads its weights GEMM_WEIGHT_PASSES times (packing)
+               on a CPU a GEMM of >= 2 rows reads its weights GEMM_WEIGHT_PASSES times (packing);
+               an engine release without a grouped-query decode kernel reads each KV head once
+               per query head (RELEASES)
     step     = max(compute, memory) + 2 all-reduces per layer under TP (latency-bound when small)
                + pipeline hops + engine.step_overhead_s
 
@@ -25,6 +27,7 @@ cache (memory fraction, paged block, MLA latent replicated under TP). docs/predi
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -91,10 +94,36 @@ class Engine:
     collective_latency_s: float | None = None
     """latency of one tensor-parallel all-reduce hop (None: the interconnect's): a custom one-shot
     all-reduce (TensorRT-LLM, vLLM) against NCCL's"""
+    gqa_decode_kernel: bool = True
+    """decode attention reads each KV head once for its group of query heads; False: once per
+    query head (an engine release without a grouped-query generation kernel: RELEASES)"""
     sources: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "sources"}
+
+
+#: engine releases before a kernel the current one has: engine -> ((first release with it, the
+#: Engine fields of the releases before it), ...). TensorRT-LLM's XQA kernel, its generation-phase
+#: kernel for multi- and grouped-query attention, came with v0.8 (TensorRT-LLM blog "New XQA-kernel
+#: provides 2.4x more Llama-70B throughput within the same latency budget": "will be included in
+#: the v0.8 releases"; Llama-70B, 1 H200, 128/2048: 1,227 tok/s/GPU without XQA, 2,941 with): before
+#: it, each query head's decode attention read its KV head on its own
+RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),)}
+
+
+def release(eng: Engine, version: str | None) -> Engine:
+    """`eng` as its release `version` ran (RELEASES); a version that does not start with a release
+    number ('not stated', '') is taken as the current release."""
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip())
+    if m is None:
+        return eng
+    v = tuple(int(x or 0) for x in m.groups())
+    changes = {}
+    for first, fields in RELEASES.get(eng.name, ()):
+        if v < first:
+            changes.update(fields)
+    return replace(eng, **changes) if changes else eng
 
 
 #: Engine fields a fit may move (validate's engine fit; engines.toml [NAME.fitted])
@@ -231,6 +260,9 @@ class StepModel:
     m_tile: float
     weight_passes: float = 1.0
     """passes over a GEMM's weights at M >= 2 rows (GEMM_WEIGHT_PASSES: a CPU's packing)"""
+    kv_read_passes: float = 1.0
+    """reads of each cached KV head a decode step makes: its query heads per KV head when the
+    engine has no grouped-query kernel (Engine.gqa_decode_kernel), else 1"""
     overhead_per_step_s: float
     overhead_prefill_s: float
     """added to a step that holds prefill tokens"""
@@ -328,7 +360,7 @@ class StepModel:
             nk = sum(n * k for n, k, _ in mo.expert_gemms)
             w = w + mo.moe_layers * experts_hit(mo, M, xp) * nk * sh.s / tp
         share_ddr = self.weights_ddr_bytes_per_device / max(self.weights_bytes_per_device, 1.0)
-        kv = (ctx_read + M) * self.kv_bytes_per_token_per_device * self.pp
+        kv = (ctx_read * self.kv_read_passes + M) * self.kv_bytes_per_token_per_device * self.pp
         act = M * (sh.ew_bytes_tok * sh.L + sh.outer_bytes_tok) / tp
         fast = (w * (1.0 - share_ddr) + kv + act) / self.bandwidth_bytes_per_s
         slow = w * share_ddr / self.ddr_bandwidth_bytes_per_s if share_ddr > 0 else 0.0
@@ -442,6 +474,7 @@ def build_step_model(spec, hw, *, precision: str, tp: int = 1, pp: int = 1, mode
         peak_gemm=gemm_peak(hw, precision, p), peak_attn=attn_peak(hw, precision),
         compute_eff=p["compute_max"] * eng.prefill_efficiency, m_tile=float(SMALL_M_TILE.get(hw.kind, 64)),
         weight_passes=GEMM_WEIGHT_PASSES.get(hw.kind, 1.0),
+        kv_read_passes=1.0 if eng.gqa_decode_kernel else spec.n_heads / spec.n_kv_heads,
         overhead_per_step_s=_overhead(eng, sh, p)[0], overhead_prefill_s=_overhead(eng, sh, p)[1],
         dense_weight_elems=_dense_weight_elems(spec, sh),
         token_nk=_token_nk(sh), sh=sh, params=p)
