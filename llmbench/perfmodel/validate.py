@@ -67,6 +67,12 @@ ASSUME: dict[str, dict] = {
                    "with TensorRT-LLM; the result files do not state it)"}
        for k in ("mlperf41-nv-8xh200-offline", "mlperf41-nv-8xh200-server", "mlperf41-nv-8xh100-offline",
                  "mlperf41-nv-8xh200-server-ttft")},
+    **{k: {"prompt_len": 512, "gen_len": 273, "precision": "fp8",
+           "note": "MLPerf llama2-70b (OpenOrca): 273 generated tokens (the offline row's notes: tokens/s / "
+                   "samples/s); prompt length not in the result files, 512 assumed, and fp8 (the TensorRT-LLM "
+                   "harness), as the v4.1 NVIDIA rows; Blackwell's fp4 not assumed"}
+       for k in ("mlperf50-google-8xb200-offline", "mlperf50-google-8xb200-server",
+                 "mlperf50-google-8xb200-server-ttft", "mlperf50-google-8xb200-server-tpot")},
     **{k: {"prompt_len": 512, "gen_len": 292,
            "note": "MLPerf llama2-70b (OpenOrca): 292 generated tokens (the row's notes: tokens/s / samples/s); "
                    "prompt length not in the result files, 512 assumed (as the v4.1 rows)"}
