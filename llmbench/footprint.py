@@ -22,11 +22,14 @@ from functools import lru_cache
 from typing import Any
 
 from llmbench._xp import Scalar
-from llmbench.point import RECOMPUTE
+from llmbench.point import OFFLOAD, RECOMPUTE
 
 NEVER = 9
 """a ZeRO stage no layout reaches: the kind is never sharded over replicas"""
 SELECTIVE, FULL = RECOMPUTE.index("selective"), RECOMPUTE.index("full")
+OFF_ACTIVATIONS = OFFLOAD.index("activations")
+ACT_SLOTS = 2
+"""layers of saved activations an offloading device keeps: the one in use and the one in transfer"""
 LOGIT_BYTES = 4.0
 """one fp32 logit per vocabulary entry and token (Megatron-LM keeps the logits in fp32 for the
 loss); the one logits rule until an allocator peak on a GPU settles it (review 2026-12-03 §7.3 h)"""
@@ -211,17 +214,37 @@ def sharded(total, expert_share, g, stage: int, xp):
 
 
 def activations(spec, g, acts, xp):
-    """(saved activations, logits) per device of one micro-batch step. 1F1B keeps min(m, pp)
-    micro-batches in flight on the first stage (arXiv:2104.04473 Sec. 2.2); full recompute
-    rebuilds one layer in full during its backward. acts: act_per_seq of g.seq."""
-    none, sel, full_act = acts
+    """(saved activations on the device, logits, saved activations offloaded to the host) per
+    device of one micro-batch step. 1F1B keeps min(m, pp) micro-batches in flight on the first
+    stage (arXiv:2104.04473 Sec. 2.2); full recompute rebuilds one layer in full during its
+    backward. Offloaded (offload "activations": DeepSpeed activation_checkpointing
+    cpu_checkpointing, Megatron-Core / Transformer Engine CPU offloading, MaxText remat policies
+    that offload decoder-layer inputs): each layer's saved tensors go to the host after its
+    forward and come back before its backward; the device keeps ACT_SLOTS layers of them.
+    acts: act_per_seq of g.seq."""
     full = g.recompute == FULL
-    per_seq = xp.where(full, full_act, xp.where(g.recompute == SELECTIVE, sel, none))
-    act_layer = g.micro_batch * per_seq / g.tp
+    act_layer = _act_layer(g, acts, xp)
     inflight = xp.minimum(g.micro_steps, g.pp)
-    act = spec.n_layers / g.pp * act_layer * inflight + full * (g.micro_batch * none / g.tp)
+    saved = spec.n_layers / g.pp * act_layer * inflight
+    kept = xp.where(g.offload == OFF_ACTIVATIONS, xp.minimum(saved, ACT_SLOTS * act_layer), saved)
+    act = kept + full * (g.micro_batch * acts[0] / g.tp)
     logits = g.micro_batch * g.seq * spec.vocab_size * LOGIT_BYTES / g.tp if spec.head == "lm" else 0.0
-    return act, logits
+    return act, logits, saved - kept
+
+
+def _act_layer(g, acts, xp):
+    """Saved activation bytes of one layer for one micro-batch, per device, under g.recompute."""
+    none, sel, full_act = acts
+    per_seq = xp.where(g.recompute == FULL, full_act, xp.where(g.recompute == SELECTIVE, sel, none))
+    return g.micro_batch * per_seq / g.tp
+
+
+def offloaded_per_micro(n_layers: int, g, acts, xp):
+    """Saved-activation bytes one micro-batch sends to the host after its forward and brings back
+    for its backward, per device, under offload "activations" (0 otherwise): its stage's layers
+    but the ACT_SLOTS the device keeps."""
+    rest = xp.maximum(n_layers / g.pp - ACT_SLOTS, 0.0)
+    return xp.where(g.offload == OFF_ACTIVATIONS, rest * _act_layer(g, acts, xp), 0.0)
 
 
 def _gathered(st: State, spec, g, s: float, xp):
@@ -251,14 +274,14 @@ def training(spec, g, precision: str, runtime: str = "mixed", xp=Scalar, *, acts
     fe = _counts(spec)[1]
     kinds = {k: sharded(v, fe, g, st.zero_stage(k), xp) for k, v in totals.items()}
     kinds["optimizer"] = kinds["optimizer"] + tensors * st.tensor_bytes / xp.where(g.zero >= st.tensor_zero, g.dp, 1.0)
-    act, logits = activations(spec, g, acts or act_per_seq(spec, int(g.seq), precision), xp)
+    act, logits, host = activations(spec, g, acts or act_per_seq(spec, int(g.seq), precision), xp)
     layer = _counts(spec)[2] if stream_layer_params is None else stream_layer_params
     on = g.streaming
     zero = xp.where(on, 0.0, 1.0)
     return Footprint(weights=xp.where(on, 2.0 * layer * s, kinds["weights"]), grads=zero * kinds["grads"],
                      master=zero * kinds["master"], optimizer=zero * kinds["optimizer"], activations=act,
                      logits=logits, buffers=zero * _gathered(st, spec, g, s, xp),
-                     store=xp.where(on, sum(totals.values()) / g.dp, 0.0))
+                     store=xp.where(on, sum(totals.values()) / g.dp, 0.0) + host)
 
 
 def one_device(batch: int, seq: int, recompute: str = "none"):

@@ -7,7 +7,7 @@ numpy arrays broadcast together (a sweep, a plan), built from a `Workload`.
 
 String knobs travel as integer codes so that one numpy pass covers every layout: recompute
 (RECOMPUTE index: 0 none, 1 selective, 2 full) and offload (OFFLOAD index: 0 none, 1 optimizer
-state in the lower tier, 2 weights too = weight streaming). ep (expert parallelism) is 1 for a
+state in the lower tier, 2 weights too = weight streaming, 3 the saved activations). ep (expert parallelism) is 1 for a
 dense model and when a workload leaves it out.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from llmbench.errors import BadInput
 from llmbench.point import OFFLOAD, RECOMPUTE, Workload
 
 NONE, SELECTIVE, FULL = range(3)
-OFF_NONE, OFF_OPTIMIZER, OFF_WEIGHTS = range(3)
+OFF_NONE, OFF_OPTIMIZER, OFF_WEIGHTS, OFF_ACTIVATIONS = range(4)
 #: Grid fields a sweep may give as arrays (Workload field name -> Grid field name)
 ARRAY_FIELDS = {"batch": "batch", "seq_len": "seq", "devices": "devices", "tp": "tp", "pp": "pp",
                 "micro_batch": "micro_batch", "sparsity": "sparsity", "zero": "zero",

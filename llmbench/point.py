@@ -171,7 +171,7 @@ def limit_text(name: str, value, high) -> str:
 SUITES = ("train", "infer", "block", "genslm", "ceilings")
 MODES = ("resident", "weight_streaming", "sram_pipeline")
 RECOMPUTE = ("none", "selective", "full")
-OFFLOAD = ("none", "optimizer", "weights")
+OFFLOAD = ("none", "optimizer", "weights", "activations")
 HEADS = ("lm", "mlm", "cls", "none")
 RESIZABLE = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "max_seq_len")
 
@@ -190,7 +190,8 @@ class Layout:
     recompute: str | None = field(default=None, metadata=opt(
         "activation recomputation", choices=RECOMPUTE))
     offload: str | None = field(default=None, metadata=opt(
-        "state kept in a lower memory tier", choices=OFFLOAD))
+        "state kept in a lower memory tier: optimizer state, the weights too (weight streaming), or "
+        "the activations saved for the backward", choices=OFFLOAD))
     mode: str | None = field(default=None, metadata=opt(
         "execution mode (default: the hardware's)", choices=MODES))
     ep: int | None = field(default=None, metadata=opt(
@@ -360,6 +361,7 @@ class Workload:
 
         lay = {k: num(k) for k in ("tp", "pp", "zero")}
         lay["recompute"] = row.get("recompute") or None
+        lay["offload"] = row.get("offload") or None
         return cls(model=row["model"], suite={"inference": "infer"}.get(row.get("task"), row.get("task") or "train"),
                    hardware=row.get("system") or row.get("hardware"), precision=row.get("precision") or None,
                    devices=num("devices"), batch=num("batch") or 1, seq_len=num("seq_len") or 1024,

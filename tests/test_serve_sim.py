@@ -215,6 +215,19 @@ def test_padded_decode_reads_the_longest_context_for_every_sequence(policy):
 # ---------------------------------------------------------------- the speed-ups change no figure
 
 GOLDEN = __import__("pathlib").Path(__file__).with_name("data") / "serve_sim_golden.json"
+#: the H100 calibration the golden runs on, frozen (a refit of the shipped profiles moves no figure)
+GOLDEN_PROFILE = GOLDEN.with_name("serve_sim_golden_h100.json")
+
+
+@pytest.fixture
+def frozen_profile(monkeypatch):
+    from llmbench.perfmodel.params import load_profile
+
+    monkeypatch.setenv("LLMBENCH_PROFILES", str(GOLDEN_PROFILE))
+    load_profile.cache_clear()
+    yield
+    monkeypatch.undo()
+    load_profile.cache_clear()
 _LENS = dict(prompt_len="lognormal:1000,500", output_len="lognormal:200,100")
 
 
@@ -247,10 +260,10 @@ def _golden_figures(d, load) -> dict:
     return {k: v for k, v in res.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def test_fixed_traces_give_the_recorded_figures():
+def test_fixed_traces_give_the_recorded_figures(frozen_profile):
     """Every figure of 8 fixed 2,000-request runs equals the one recorded before the simulator's
     speed-ups (tests/data/serve_sim_golden.json; `python tests/test_serve_sim.py` rewrites it),
-    to 1e-9 relative: a faster simulator must be the same simulator."""
+    to 1e-9 relative, on a frozen H100 calibration: a faster simulator must be the same simulator."""
     import json
 
     want = json.loads(GOLDEN.read_text())
@@ -265,6 +278,9 @@ def test_fixed_traces_give_the_recorded_figures():
 
 if __name__ == "__main__":
     import json
+    import os
+
+    os.environ["LLMBENCH_PROFILES"] = str(GOLDEN_PROFILE)
 
     GOLDEN.write_text(json.dumps({name: _golden_figures(d, load) for name, (d, load) in _golden_cases().items()},
                                  indent=1, sort_keys=True) + "\n")

@@ -43,8 +43,11 @@ from llmbench.grid import OFF_OPTIMIZER, Grid
 #: per architecture: (rule, source) — printed by `llmbench plan` and in docs/predict.md
 RULES = {
     "gpu": ("HBM holds weights, gradients, optimizer state and activations, sharded by ZeRO/FSDP; host "
-            "DRAM takes offloaded optimizer state or, streamed per layer, the whole model state",
-            "ZeRO arXiv:1910.02054 Sec. 3.1 / 5; ZeRO-Offload arXiv:2101.06840; ZeRO-Infinity arXiv:2104.07857"),
+            "DRAM takes offloaded optimizer state, the activations saved for the backward, or, streamed "
+            "per layer, the whole model state",
+            "ZeRO arXiv:1910.02054 Sec. 3.1 / 5; ZeRO-Offload arXiv:2101.06840; ZeRO-Infinity arXiv:2104.07857; "
+            "activation offload: DeepSpeed activation_checkpointing.cpu_checkpointing, MaxText remat "
+            "policies with offloaded decoder-layer inputs"),
     "rdu": ("DDR (1 TB per RDU) holds weights, optimizer state and activations; on-chip SRAM is working "
             "memory; the optimizer update runs at DDR bandwidth",
             "arXiv:2310.04607 (seed 002) Sec. III: 1 TB off-chip memory per RDU; Table III: a 13B model "
@@ -101,6 +104,9 @@ class Hierarchy:
     """pipeline parallelism available"""
     zero_max: int = 3
     offloads: tuple = ("none",)
+    offloads_asked: tuple = ()
+    """offloads the architecture runs when asked (--offload), which the planner does not pick on
+    its own: the activations saved for the backward, which no framework offloads by default"""
     max_devices: int | None = None
     fanout: int = 2
     """tree fan-out of the weight broadcast / gradient reduce in weight streaming"""
@@ -136,7 +142,8 @@ def _gpu(hw) -> Hierarchy:
     return Hierarchy(kind="gpu", resident=dev, working_bytes_per_s=dev.bandwidth_bytes_per_s, store=store,
                      link_bytes_per_s=(store or dev).bandwidth_bytes_per_s, tp_max=_dpn(hw),
                      modes=("resident", "weight_streaming") if store else ("resident",),
-                     offloads=("none", "optimizer") if store else ("none",), rule=RULES["gpu"])
+                     offloads=("none", "optimizer") if store else ("none",), rule=RULES["gpu"],
+                     offloads_asked=("activations",) if store else ())
 
 
 def _rdu(hw) -> Hierarchy:

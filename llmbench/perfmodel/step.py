@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from llmbench.footprint import act_per_seq
+from llmbench.footprint import act_per_seq, offloaded_per_micro
 from llmbench.models.counting import training_flops
 
 from llmbench._xp import is_scalar
@@ -251,9 +251,11 @@ def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp, peak_attn=None) -> Mic
                  tp_s=tp_s, pp_s=pp_s, ep_s=ep_time_s(sh, g, hw, p, xp))
 
 
-def resident_step(sh, g: Grid, mi: Micro, hw, p, bw, xp) -> Step:
+def resident_step(sh, g: Grid, mi: Micro, hw, p, bw, xp, act_off=0.0) -> Step:
     """Weights on the device: pipeline (1F1B bubble), gradient all-reduce overlapped with the last
-    backward, ZeRO-3 weight gathers, optimizer on the device or (offload) in the lower tier."""
+    backward, ZeRO-3 weight gathers, optimizer on the device or (offload) in the lower tier.
+    act_off: saved-activation bytes a micro-batch offloads to the host (footprint.offloaded_per_micro):
+    down over the link during its forward, up during its backward, each hidden under that pass."""
     m, dp, shard = g.micro_steps, g.dp, params_per_device(sh, g)
     lk = links(hw, g.devices, xp)
     t_micro = mi.total_s
@@ -270,6 +272,10 @@ def resident_step(sh, g: Grid, mi: Micro, hw, p, bw, xp) -> Step:
     if hier.weights_from_resident:  # RDU: weights in from DDR per micro-batch (fwd, bwd), gradients out
         fetch = 3.0 * shard * sh.s / (hier.link_bytes_per_s * p["stream"])
         t_moved, exp_moved = t_moved + m * fetch, exp_moved + m * xp.maximum(0.0, fetch - t_micro)
+    if hier.store is not None:
+        way = act_off / (hier.link_bytes_per_s * p["stream"])
+        t_moved = t_moved + m * 2.0 * way
+        exp_moved = exp_moved + m * (xp.maximum(0.0, way - mi.fwd_s) + xp.maximum(0.0, way - mi.bwd_s))
     comm = m * (mi.tp_s + mi.pp_s + mi.ep_s)
     return Step(step_time_s=(m + g.pp - 1) * t_micro + exposed_dp + t_z3 + t_opt + exp_moved
                 + p["step_overhead_s"],
@@ -329,14 +335,15 @@ def streaming_step(sh, g: Grid, mi: Micro, hw, p, bw, wf, xp) -> Step:
                 optimizer_s=t_opt)
 
 
-def _step(sh, g: Grid, mi: Micro, hw, p, bw, wf, xp) -> Step:
+def _step(sh, g: Grid, mi: Micro, hw, p, bw, wf, xp, act_off=0.0) -> Step:
     """The streaming step where the grid streams weights, the resident step elsewhere (each
     computed only when some configuration needs it)."""
     st = g.streaming
     if is_scalar(xp) or not st.any() or st.all():
         stream = bool(st) if is_scalar(xp) else bool(st.all())
-        return streaming_step(sh, g, mi, hw, p, bw, wf, xp) if stream else resident_step(sh, g, mi, hw, p, bw, xp)
-    a, b = streaming_step(sh, g, mi, hw, p, bw, wf, xp), resident_step(sh, g, mi, hw, p, bw, xp)
+        return (streaming_step(sh, g, mi, hw, p, bw, wf, xp) if stream
+                else resident_step(sh, g, mi, hw, p, bw, xp, act_off))
+    a, b = streaming_step(sh, g, mi, hw, p, bw, wf, xp), resident_step(sh, g, mi, hw, p, bw, xp, act_off)
     return Step(**{k: xp.where(st, getattr(a, k), getattr(b, k)) for k in Step.__dataclass_fields__})
 
 
@@ -367,7 +374,8 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp, runtime: str | N
     bw = hierarchy(hw).working_bytes_per_s * p["memory"]
     sf, wf = sparse_factors(hw, g.sparsity, p, peak, precision, xp)
     mi = micro_times(sh, g, hw, p, gemm_peak(hw, precision, p), bw, sf, wf, xp, attn_peak(hw, precision))
-    step = _step(sh, g, mi, hw, p, bw, wf, xp)
+    acts = per_seq(lambda t: act_per_seq(spec, t, precision), g.seq, xp)
+    step = _step(sh, g, mi, hw, p, bw, wf, xp, offloaded_per_micro(spec.n_layers, g, acts, xp))
     model, re_sel, re_full = per_seq(lambda t: flops_per_seq(spec, t), g.seq, xp)
     full, sel = g.recompute == FULL, g.recompute == SELECTIVE
     hw_fl = model + sel * re_sel + full * re_full
@@ -376,7 +384,6 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp, runtime: str | N
     S = g.sparsity
     skipped = (S if hw.skips_zero_weights else xp.where(S >= 0.5, 0.5, 0.0) if hw.structured_sparsity else 0.0)
     hw_fl = hw_fl - skipped * 2.0 * g.seq * sh.dense_params * (3.0 + 1.0 * full)
-    acts = per_seq(lambda t: act_per_seq(spec, t, precision), g.seq, xp)
     mem = memory_use(spec, sh, precision, hw, g, acts, xp, runtime)
     # a layout runs only under the memory reserve (reserve.py; --memory-fraction)
     mem = replace(mem, fits=mem.fits & (mem.peak_mem_bytes <= usable_bytes(hw, p.get("memory_fraction"))))

@@ -52,6 +52,10 @@ ASSUME: dict[str, dict] = {
     "emani-genslm-cs2": {"batch": 32, "a100": {"tp": 8, "recompute": "full"}, "note": "batch 32 on both; A100 TP8 + full recompute"},
     "megatron-h100-mfu": {"model": "gpt3-175b", "batch": 1536, "devices": 1536, "tp": 8, "pp": 8,
                           "recompute": "full", "note": "represented by GPT-3 175B, TP8 PP8, 1536 GPUs, seq 4096"},
+    **{k: {"recompute": "full", "offload": "activations",
+           "note": "the recipe's MaxText remat policy 'custom' offloads the decoder-layer inputs to the host "
+                   "and recomputes the rest: full recompute with the saved layer inputs offloaded"}
+       for k in ("tpurecipes-v6e-llama31-70b", "tpurecipes-v6e-llama31-405b")},
     "cerebras-infer-8b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
     "cerebras-infer-70b-wafers": {"prompt_len": 128, "gen_len": 512, "note": "bf16 weights + KV of one 640-token request"},
     "cerebras-infer-70b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
@@ -92,7 +96,7 @@ ASSUME: dict[str, dict] = {
 
 #: ASSUME keys that are Workload fields (prompt_len is the inference seq_len)
 _ROW_FIELDS = ("model", "precision", "batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero", "recompute",
-               "grad_accum", "micro_batch")
+               "offload", "grad_accum", "micro_batch")
 _INT_COLS = ("batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero", "grad_accum", "micro_batch")
 #: metrics predicted as ratios of runs a paper describes per device (Emani et al.): plain layouts
 RATIO_METRICS = ("scaling_efficiency", "gas4_over_gas1", "s0.9_over_dense", "speedup_over_1_system",
