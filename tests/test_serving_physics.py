@@ -294,3 +294,22 @@ def test_trtllm_before_xqa_reads_each_kv_head_per_query_head():
     new_sm, old_sm = (build_step_model(gqa, hw, precision="fp8", eng=e) for e in (trt, old))
     t_new, t_old = (sm.time_s(0, 256, 256 * 1100) for sm in (new_sm, old_sm))
     assert t_old > 2 * t_new  # decode of 256 sequences at 1,100 tokens: KV reads dominate
+
+
+#: one small all-reduce as each engine's source times it (engines.toml [NAME.sources]), in seconds:
+#: TensorRT-LLM's and SGLang's custom kernels 3.7-7.8 us, vLLM's 8.5-11.8 us (SGLang PR #2904),
+#: TGI's NCCL ~20 us (20-25 us on 8x H100), gpt-fast's PyTorch intra-node one-shot 6-15 us
+SMALL_ALL_REDUCE_S = {"trtllm": (3.7e-6, 7.8e-6), "sglang": (3.7e-6, 7.8e-6), "vllm": (8.5e-6, 11.8e-6),
+                      "tgi": (15e-6, 25e-6), "gptfast": (6e-6, 15e-6)}
+
+
+def test_engine_collective_latency_is_per_hop_and_a_small_all_reduce_lands_in_its_cited_range():
+    """collective_latency_s is one hop; a small all-reduce is a one-shot, two hops (step.ring):
+    2 x the engine's value must lie in the range its source measured per all-reduce (the per-hop
+    value given as the whole all-reduce had doubled TGI's and gpt-fast's)."""
+    from llmbench.perfmodel.step import ring
+
+    for name, (lo, hi) in SMALL_ALL_REDUCE_S.items():
+        lat = engine(name).collective_latency_s
+        t = ring(1024.0, 8.0, 450e9, lat, 1.0, np)  # 1 KiB over 8 GPUs: latency-bound
+        assert lo <= float(t) <= hi * 1.05, (name, lat, float(t))
