@@ -406,10 +406,14 @@ def kv_budget_bytes(capacity_bytes: float, weights_bytes: float, fraction: float
     return max(0.0, fraction * capacity_bytes - weights_bytes)
 
 
+#: the KV capacity of a model that keeps no KV cache (an encoder): no bound on tokens held
+NO_KV_BOUND = 2 ** 62
+
+
 def kv_capacity_tokens(budget_bytes: float, kv_bytes_per_token_dev: float, block_tokens: int = 1) -> int:
     """Tokens of KV cache that fit in `budget_bytes`, in whole blocks of `block_tokens`."""
     if kv_bytes_per_token_dev <= 0:
-        return 2 ** 62
+        return NO_KV_BOUND
     return int(budget_bytes // (kv_bytes_per_token_dev * block_tokens)) * block_tokens
 
 

@@ -276,7 +276,7 @@ def predict_infer_cmd(a) -> None:
     d, w, cal = pred.metrics(), pred.workload, calibration_of(a, pred)
     rows = [("prediction", f"infer {w.model} on {w.devices} x {w.hardware}, batch {w.batch}, "
                            f"prompt {w.seq_len}, gen {w.gen_len}, {w.precision}"),
-            ("engine", f"{d['engine']} (KV cache {d['kv_precision']}, {d['kv_capacity_tokens']:,} tokens per replica)"),
+            ("engine", f"{d['engine']} ({kv_text(d)})"),
             ("layout", layout_text(w)), ("TTFT", fmt_time(d["time_to_first_token_s"])),
             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
             ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f} {band_text(cal)}"),
@@ -285,9 +285,23 @@ def predict_infer_cmd(a) -> None:
                                                          f"{lower_tiers(d)}")]
     if d["concurrency"] < w.batch:
         rows.append(("concurrency", f"{d['concurrency']} at once: {d['note']}"))
-    if d["max_batch_x_context"] is not None:
+    if d["max_batch_x_context"] is not None and not no_kv(d):
         rows.append(("max batch x context", f"{d['max_batch_x_context']:,.0f} tokens"))
     pairs(rows + [("calibration", calibration_text(cal))])
+
+
+def no_kv(d: dict) -> bool:
+    """The model keeps no KV cache (an encoder): its capacity is footprint.NO_KV_BOUND."""
+    from llmbench.footprint import NO_KV_BOUND
+
+    return d["kv_capacity_tokens"] >= NO_KV_BOUND
+
+
+def kv_text(d: dict) -> str:
+    """The engine line's KV cache: its precision and the tokens a replica holds, or none kept."""
+    if no_kv(d):
+        return "no KV cache: the model keeps none"
+    return f"KV cache {d['kv_precision']}, {d['kv_capacity_tokens']:,} tokens per replica"
 
 
 def project_cmd(a) -> None:
@@ -310,9 +324,16 @@ def project_cmd(a) -> None:
            ("throughput", f"{pred.tokens_per_s:,.0f} tokens/s, {pred.samples_per_s:,.1f} samples/s "
                           f"({pred.mode}, bound {pred.bound})"),
            ("time", f"{out['hours']:,.2f} h = {out['days']:,.2f} days ({out['seconds']:,.2f} s)"
-                    + (f" ({out['hours_low']:,.0f}-{out['hours_high']:,.0f} h, {band_text(cal).split(', ', 1)[1]}"
+                    + (f" ({_span_h(out['hours_low'], out['hours_high'])}, {band_text(cal).split(', ', 1)[1]}"
                        if "hours_low" in out else "")),
            ("device-hours", f"{out['device_hours']:,.1f}"), ("calibration", calibration_text(cal))])
+
+
+def _span_h(low: float, high: float) -> str:
+    """A band of hours, in hours from one hour up ('3,561-7,122 h'), else as times ('12.3 s-19.8 s')."""
+    if low >= 1.0:
+        return f"{low:,.0f}-{high:,.0f} h"
+    return f"{fmt_time(low * 3600)}-{fmt_time(high * 3600)}"
 
 
 def calibrate_cmd(a) -> None:
