@@ -313,3 +313,20 @@ def test_engine_collective_latency_is_per_hop_and_a_small_all_reduce_lands_in_it
         lat = engine(name).collective_latency_s
         t = ring(1024.0, 8.0, 450e9, lat, 1.0, np)  # 1 KiB over 8 GPUs: latency-bound
         assert lo <= float(t) <= hi * 1.05, (name, lat, float(t))
+
+
+def test_request_overhead_is_in_ttft_and_latency_once_not_in_decode():
+    """Engine.request_overhead_s (the client-side time per request a TTFT includes: NIM's metrics
+    guide) adds once to TTFT and to the request latency; the decode rate does not see it. It is
+    what the TTFT rows fit (pooled.ENGINE_SIGMA), so it no longer inflates every step."""
+    base = replace(engine("trtllm"), request_overhead_s=0.0)
+    a = infer("llama-3.1-8b", "h100-sxm", batch=1, seq_len=128, gen_len=128, engine=base)
+    b = infer("llama-3.1-8b", "h100-sxm", batch=1, seq_len=128, gen_len=128,
+              engine=replace(base, request_overhead_s=0.004))
+    assert b.time_to_first_token_s - a.time_to_first_token_s == pytest.approx(0.004, abs=1e-12)
+    assert b.latency_s_p50 - a.latency_s_p50 == pytest.approx(0.004, abs=1e-12)
+    assert b.decode_tokens_per_s_per_seq == a.decode_tokens_per_s_per_seq
+    from llmbench.perfmodel import pooled
+    from llmbench.perfmodel.serving import FITTED
+
+    assert "request_overhead_s" in FITTED and tuple(pooled.ENGINE_SIGMA) == FITTED

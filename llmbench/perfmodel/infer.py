@@ -232,7 +232,8 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     else:
         step = sm.parts(0, run, run * (T + g / 2.0))
         t_tok, bound = step.time_s, step.bound
-    latency = ttft + g * t_tok + p["infer_overhead_s"]
+    fixed = p["infer_overhead_s"] + s.engine.request_overhead_s  # once per request (host I/O, tokenizer)
+    latency = ttft + g * t_tok + fixed
     # generated tokens over the whole request time: a prompt's prefill holds its batch slot too
     # (offline serving: 2,048-token prompts cut output throughput ~3x against 128; TensorRT-LLM)
     tps = dp * run * (T if s.encoder or g == 0 else g) / latency
@@ -249,7 +250,7 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
         f"batch {w.batch} does not fit: {s.engine.name}'s KV cache holds {sm.kv_capacity_tokens:,} tokens per "
         f"replica, {dp * conc} requests of {T + g} tokens at once; the rest queue")
     return InferPrediction(
-        workload=w, time_to_first_token_s=ttft + p["infer_overhead_s"],
+        workload=w, time_to_first_token_s=ttft + fixed,
         decode_tokens_per_s_per_seq=0.0 if s.encoder or not t_tok else 1.0 / t_tok, tokens_per_s=tps,
         latency_s_p50=latency, bound=bound, kv_cache_bytes=kv, weights_bytes=mem.weights,
         peak_mem_bytes=w_dev + kv, tier_bytes=tiers, mode=s.mode, fits=sm.fits and conc >= 1,

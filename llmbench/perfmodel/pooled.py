@@ -56,8 +56,9 @@ BOUNDS = {"compute_max": (0.05, 1.0), "compute_half_dim": (1.0, 1e5), "memory": 
 #: step). Fitted, it went to 92 us (trtllm) and 118 us (sglang) per hop, 15-25x the measured
 #: kernels, taking 29 ms per decode step of Llama-70B at tp 2 (the NIM rows came out 2.7x slow in
 #: sample); not fitted, the held-out serving median went 30.7% -> 24.9% (docs/predict.md "Serving")
-ENGINE_SIGMA = {"bandwidth_fraction": 0.3, "step_overhead_s": 1.0, "prefill_efficiency": 0.3}
-ENGINE_BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "step_overhead_s": (1e-6, 0.1), "prefill_efficiency": (0.05, 1.3)}
+ENGINE_SIGMA = {"bandwidth_fraction": 0.3, "step_overhead_s": 1.0, "prefill_efficiency": 0.3, "request_overhead_s": 1.0}
+ENGINE_BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "step_overhead_s": (1e-6, 0.1), "prefill_efficiency": (0.05, 1.3),
+                 "request_overhead_s": (1e-6, 1.0)}
 #: which serving rows also fit the hardware parameters: "all", "native" (rows on the vendor's own
 #: stack, whose efficiencies are the hardware's) or "none". Measured on published_v2 with 174
 #: serving rows (held-out median, training / serving): native 15.9% / 30.4%, none 16.1% / 33.3%,

@@ -83,6 +83,9 @@ class Engine:
     """fixed time per step (None: the hardware profile's per-layer overheads x layers)"""
     prefill_efficiency: float = 1.0
     """multiplier on the hardware's large-GEMM efficiency (compute_max)"""
+    request_overhead_s: float = 0.0
+    """fixed time per request outside the engine steps, in its TTFT and end-to-end latency once:
+    tokenizing the prompt, detokenizing the first token, the request's host round trip"""
     kv_mem_fraction: float = 0.9
     kv_mem_basis: str = "total"
     """'total': fraction x memory - weights; 'free': fraction x (memory - weights)"""
@@ -127,7 +130,7 @@ def release(eng: Engine, version: str | None) -> Engine:
 
 
 #: Engine fields a fit may move (validate's engine fit; engines.toml [NAME.fitted])
-FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency")
+FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency", "request_overhead_s")
 
 
 def _engine(name: str, data: dict, fitted: bool) -> Engine:

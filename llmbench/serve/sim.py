@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -487,7 +487,19 @@ def simulate(trace: Trace, step, sched: Scheduler) -> SimResult:
         _independent(reps, reqs, trace.arrival_s, too_long)
     else:
         _lockstep(reps, reqs, trace.arrival_s, too_long, sched)
-    return _result(trace, reqs, reps, int(too_long.sum()), total_blocks * sched.block_tokens)
+    res = _result(trace, reqs, reps, int(too_long.sum()), total_blocks * sched.block_tokens)
+    return _client_side(res, getattr(getattr(step, "engine", None), "request_overhead_s", 0.0))
+
+
+def _client_side(res: SimResult, overhead_s: float) -> SimResult:
+    """The records as the client sees them: the engine's fixed time per request outside its steps
+    (tokenizing, detokenizing the first token, the host round trip: Engine.request_overhead_s)
+    delays each request's first token and its finish alike; TPOT and ITL keep the engine's."""
+    if not overhead_s:
+        return res
+    r = res.records
+    return replace(res, records=replace(r, first_token_s=r.first_token_s + overhead_s,
+                                        finish_s=r.finish_s + overhead_s))
 
 
 def _independent(reps: list[_Replica], reqs: _Requests, arrival: np.ndarray, too_long: np.ndarray) -> None:
