@@ -126,6 +126,23 @@ def test_framework_is_stated_and_selects_its_mechanism(cli):
     assert code == 0 and "framework           fused" in out
 
 
+def test_megatron_core_hides_tensor_parallel_communication_under_the_gemms(cli):
+    """--framework megatron (Megatron-Core --tp-comm-overlap): at tp 8 the TP collectives run under
+    the GEMMs, so the step is shorter than with them between the GEMMs, by at most the TP time; at
+    tp 1 there is nothing to hide and the two agree."""
+    common = ["predict", "train", "--hardware", "h100-sxm", "--seq", "4096", "--zero", "1", "--recompute", "none",
+              "--micro-batch", "1", "--json"]
+    cases = ((["--model", "llama-2-70b", "--devices", "64", "--batch", "128", "--tp", "8", "--pp", "4"], True),
+             (["--model", "llama-2-7b", "--devices", "8", "--batch", "64", "--tp", "1", "--pp", "1"], False))
+    for args, faster in cases:
+        fused, mc = (json.loads(cli(*common, *args, *extra)[1]) for extra in ((), ("--framework", "megatron")))
+        assert mc["framework"].startswith("megatron:"), mc["framework"]
+        if faster:
+            assert mc["tokens_per_s"] > 1.05 * fused["tokens_per_s"]
+        else:
+            assert mc["tokens_per_s"] == pytest.approx(fused["tokens_per_s"], rel=1e-9)
+
+
 @pytest.mark.parametrize("content", ["[1, 2]", "not json", '{"params": [1]}', '{"params": {"compute_max": "x"}}'])
 def test_a_bad_profile_file_is_one_line(cli, tmp_path, content):
     prof = tmp_path / "p.json"

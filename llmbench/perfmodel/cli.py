@@ -95,7 +95,9 @@ def add_calibration(p, memory: bool) -> None:
 
         p.add_argument("--framework", choices=CHOICES, default=DEFAULT,
                        help=f"the training stack's mechanisms (default {DEFAULT}: a fused attention, every "
-                            "current framework; megatron-2021: unfused, as Megatron-LM in arXiv:2104.04473)")
+                            "current framework; megatron-2021: unfused, as Megatron-LM in arXiv:2104.04473; "
+                            "megatron / nemo: Megatron-Core's tensor-parallel communication overlapped with "
+                            "the GEMMs, --tp-comm-overlap)")
         p.add_argument("--memory-fraction", type=float_in(0.05, 1.0, "memory-fraction"), default=None,
                        help="share of device memory a layout may fill (default: GPUs/HPUs/TPUs capacity - "
                             "max(2 GiB, 5%%) for CUDA context, NCCL buffers and fragmentation; wafer, RDU, "

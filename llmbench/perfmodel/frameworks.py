@@ -7,7 +7,9 @@ A framework here is a mechanism, never a fitted per-row factor: Megatron-LM as o
 (2021) predates FlashAttention (arXiv:2205.14135, 2022) and computes attention unfused, so the T x T
 scores go through memory (params "attn_score_passes"); every later stack in published_v2.csv
 (Megatron-Core, NeMo, torchtitan, llm-foundry, MaxText, TensorRT-LLM, vLLM) runs a fused attention
-(FlashAttention / cuDNN / Pallas), which the step model assumes by default.
+(FlashAttention / cuDNN / Pallas), which the step model assumes by default. Megatron-Core (its README's
+scaling runs, NeMo and Megatron-Bridge recipes) also overlaps its tensor-parallel collectives with the
+GEMMs (--tp-comm-overlap, params "tp_comm_overlap"); the default leaves them between the GEMMs.
 """
 from __future__ import annotations
 
@@ -23,6 +25,13 @@ FRAMEWORKS: dict[str, dict[str, float]] = {
     # the mask and writes (2.5), softmax reads dP and P and writes dS (3), baddbmm reads dS for dQ
     # and dK (2): 9.5
     "megatron-2021": {"attn_score_passes": 6.5, "attn_score_passes_bwd": 9.5},
+    # Megatron-Core with --tp-comm-overlap: Transformer Engine's userbuffers split each tensor-parallel
+    # GEMM and run its all-gather / reduce-scatter chunk by chunk under it (Megatron-LM README, scaling
+    # runs: "fine-grained overlapping of ... tensor-parallel (--tp-comm-overlap) ... communication with
+    # computation"; NeMo's performance recipes set it through MegatronCommOverlapCallback,
+    # NVIDIA/NeMo scripts/performance/llm)
+    "megatron": {"tp_comm_overlap": 1.0},
+    "nemo": {"tp_comm_overlap": 1.0},
 }
 #: what --framework offers: the default (a fused attention: every stack of published_v2.csv
 #: since 2022) and the frameworks with a mechanism of their own (FRAMEWORKS)
@@ -31,7 +40,11 @@ CHOICES = (DEFAULT, *FRAMEWORKS)
 DESCRIBE = {DEFAULT: "fused attention (FlashAttention / cuDNN / TE: Megatron-Core, NeMo, torchtitan, "
                      "llm-foundry, MaxText, DeepSpeed with flash-attn); the default",
             "megatron-2021": "Megatron-LM as in arXiv:2104.04473: unfused attention, 6.5 + 9.5 passes over "
-                             "the T x T scores"}
+                             "the T x T scores",
+            "megatron": "Megatron-Core with --tp-comm-overlap: the tensor-parallel collectives hidden under "
+                        "the GEMMs (Transformer Engine userbuffers)",
+            "nemo": "NeMo / Megatron-Bridge performance recipes: Megatron-Core with tensor-parallel "
+                    "communication overlap"}
 
 #: source column prefix -> the framework the source says it ran (published_v2.csv); sources that
 #: state none, or several (MLPerf submissions, vendor pages, Emani et al.'s per-vendor stacks), have none

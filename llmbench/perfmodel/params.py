@@ -34,6 +34,9 @@ PARAMS: dict[str, tuple[float, str]] = {
     "attn_score_passes": (0.0, "passes over the T x T attention scores in memory per forward: 0 for a fused "
                                "attention (FlashAttention); an unfused one (Megatron-LM 2021): 6.5 "
                                "(perfmodel/frameworks.py counts them)"),
+    "tp_comm_overlap": (0.0, "share of a micro-batch's compute under which its tensor-parallel collectives "
+                             "run hidden: 0 (issued between the GEMMs); 1 for Megatron-Core's "
+                             "--tp-comm-overlap (Transformer Engine userbuffers, perfmodel/frameworks.py)"),
     "attn_score_passes_bwd": (0.0, "the same in the backward: 0 fused; Megatron-LM 2021: 9.5 (frameworks.py)"),
     "memory_fraction": (0.0, "share of the resident memory a training layout may fill; 0: the kind's "
                              "default reserve (reserve.py: GPUs capacity - max(2 GiB, 5%))"),

@@ -246,6 +246,8 @@ def micro_times(sh, g: Grid, hw, p, peak, bw, sf, wf, xp, peak_attn=None) -> Mic
     act_bytes = b * T * sh.d * sh.s
     n_ar = 4.0 + 2.0 * full  # Megatron: 2 all-reduces forward, 2 backward per layer
     tp_s = L / PP * n_ar * ring(act_bytes, TP, lk.intra_bytes_per_s, lk.latency_s, p["network"], xp)
+    # overlapped (Megatron-Core --tp-comm-overlap): what the GEMMs' time does not cover stays exposed
+    tp_s = xp.maximum(0.0, tp_s - p.get("tp_comm_overlap", 0.0) * comp)
     pp_s = xp.where(PP > 1, 2.0 * act_bytes / TP / (lk.span_bytes_per_s * p["network"]) + 2 * lk.latency_s, 0.0)
     return Micro(compute_s=comp, memory_s=mem, fwd_s=fwd_c + fwd_m, bwd_s=2.0 * (fwd_c + fwd_m),
                  tp_s=tp_s, pp_s=pp_s, ep_s=ep_time_s(sh, g, hw, p, xp))
