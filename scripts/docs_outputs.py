@@ -9,7 +9,8 @@ differs is stale: the code or the shipped calibration moved since it was pasted.
     .venv/bin/python scripts/docs_outputs.py --only docs/serve.md
 
 Skipped: a command with a shell comment that says the output was cut or is an excerpt, and a
-pasted output holding a `...` line (an excerpt by hand). tests/test_docs_outputs.py runs the check.
+pasted output holding a `...` line (an excerpt by hand). README.md's tour pastes a few lines of each
+output (`$ .venv/bin/llmbench ...`): each is compared with the fresh line of the same label. tests/test_docs_outputs.py runs the check.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("predict", "plan", "serve", "project", "models")
-PROMPT = re.compile(r"^\$ llmbench (\S+)")
+PROMPT = re.compile(r"^\$ (?:\.venv/bin/)?llmbench (\S+)")
 EXCERPT = re.compile(r"#.*\b(cut|excerpt|lines? of|first|head)\b", re.I)
 
 
@@ -54,7 +55,9 @@ def pastes(path: Path) -> list[Paste]:
         m = PROMPT.match(line) if fence else None
         if not m or m.group(1) not in COMMANDS or EXCERPT.search(line) or " --db " in line:
             continue
-        command, j = line[2:], i + 1
+        if line.startswith("$ .venv/") and path.name != "README.md":
+            continue  # the pages' terminal renderings (rich tables at the terminal's width)
+        command, j = re.sub(r"^\.venv/bin/llmbench ", "llmbench ", line[2:]), i + 1
         while command.endswith("\\") and j < len(lines):  # a command continued on the next line
             command, j = command[:-1] + lines[j].strip(), j + 1
         k = j
@@ -102,6 +105,14 @@ def _keys_of(fresh, shown):
     return fresh
 
 
+def excerpt(got: list[str], pasted: list[str]) -> list[str]:
+    """README's tour pastes a few lines of each output: each pasted line is replaced by the fresh
+    line with the same label (the text before the first run of spaces)."""
+    label = lambda x: re.split(r"\s{2,}", x.strip(), maxsplit=1)[0]  # noqa: E731
+    fresh = {label(g): g for g in got}
+    return [fresh.get(label(p), p) for p in pasted]
+
+
 def expected(got: list[str], pasted: list[str]) -> list[str]:
     """What the paste should hold: the fresh output, cut to the keys the paste shows when it is
     JSON; the wall time of a plan serve header ("ranked by cost (0.8 s)") kept as pasted."""
@@ -118,7 +129,7 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="paste the fresh outputs into the files")
     ap.add_argument("--only", action="append", help="a docs file (repeatable); default docs/*.md")
     a = ap.parse_args(argv)
-    files = [ROOT / f for f in a.only] if a.only else sorted((ROOT / "docs").glob("*.md"))
+    files = [ROOT / f for f in a.only] if a.only else [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     stale = 0
     for path in files:
         fresh = {}
@@ -127,7 +138,7 @@ def main(argv=None) -> int:
             if got is None:
                 print(f"{path.relative_to(ROOT)}:{p.start + 1}: not run here (it reads a file the page made)")
                 continue
-            got = expected(got, p.output)
+            got = excerpt(got, p.output) if path.name == "README.md" else expected(got, p.output)
             if got != p.output:
                 stale += 1
                 first = next((i for i, (x, y) in enumerate(zip(got, p.output)) if x != y), min(len(got), len(p.output)))
