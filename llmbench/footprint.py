@@ -32,7 +32,15 @@ ACT_SLOTS = 2
 """layers of saved activations an offloading device keeps: the one in use and the one in transfer"""
 LOGIT_BYTES = 4.0
 """one fp32 logit per vocabulary entry and token (Megatron-LM keeps the logits in fp32 for the
-loss); the one logits rule until an allocator peak on a GPU settles it (review 2026-12-03 §7.3 h)"""
+loss, its vocab-parallel cross-entropy working in place): the "mixed" runtime's loss, and an
+inference step's last-token logits"""
+LOSS_GRAD_BYTES = 12.0
+"""what the house runtimes' loss adds per logit beside the logits themselves (compute precision,
+held by the caller): F.cross_entropy(logits.float()) (measure/modeling.py) saves the fp32
+log-probabilities for its backward (4), which then holds the fp32 gradient arriving and the one
+leaving (4 + 4). An H200 shows it: the peak of measure train above its state and activations is
+13.4-15.2 bytes per logit for GPT-2 small, medium and XL in bf16 (docs/results/gpu-h200-2026-12-04),
+against 2 + 12 = 14 here and the 4 of the Megatron rule"""
 STORE_SLOTS = 2
 """the streamed store keeps two copies of every group (double buffering, streaming/store.py)"""
 
@@ -213,7 +221,14 @@ def sharded(total, expert_share, g, stage: int, xp):
     return (dense + experts) / (g.tp * g.pp)
 
 
-def activations(spec, g, acts, xp):
+def loss_bytes_per_logit(runtime: str, precision: str) -> float:
+    """Peak bytes per logit (token x vocabulary entry) of a training step: LOGIT_BYTES for
+    Megatron's loss ("mixed"), the compute-precision logits + LOSS_GRAD_BYTES for the house runtimes
+    (measure, stream: autocast, fsdp2, masters, streamed)."""
+    return LOGIT_BYTES if runtime == "mixed" else precision_bytes(precision) + LOSS_GRAD_BYTES
+
+
+def activations(spec, g, acts, xp, logit_bytes: float = LOGIT_BYTES):
     """(saved activations on the device, logits, saved activations offloaded to the host) per
     device of one micro-batch step. 1F1B keeps min(m, pp) micro-batches in flight on the first
     stage (arXiv:2104.04473 Sec. 2.2); full recompute rebuilds one layer in full during its
@@ -228,7 +243,7 @@ def activations(spec, g, acts, xp):
     saved = spec.n_layers / g.pp * act_layer * inflight
     kept = xp.where(g.offload == OFF_ACTIVATIONS, xp.minimum(saved, ACT_SLOTS * act_layer), saved)
     act = kept + full * (g.micro_batch * acts[0] / g.tp)
-    logits = g.micro_batch * g.seq * spec.vocab_size * LOGIT_BYTES / g.tp if spec.head == "lm" else 0.0
+    logits = g.micro_batch * g.seq * spec.vocab_size * logit_bytes / g.tp if spec.head == "lm" else 0.0
     return act, logits, saved - kept
 
 
@@ -274,7 +289,8 @@ def training(spec, g, precision: str, runtime: str = "mixed", xp=Scalar, *, acts
     fe = _counts(spec)[1]
     kinds = {k: sharded(v, fe, g, st.zero_stage(k), xp) for k, v in totals.items()}
     kinds["optimizer"] = kinds["optimizer"] + tensors * st.tensor_bytes / xp.where(g.zero >= st.tensor_zero, g.dp, 1.0)
-    act, logits, host = activations(spec, g, acts or act_per_seq(spec, int(g.seq), precision), xp)
+    act, logits, host = activations(spec, g, acts or act_per_seq(spec, int(g.seq), precision), xp,
+                                    loss_bytes_per_logit(runtime, precision))
     layer = _counts(spec)[2] if stream_layer_params is None else stream_layer_params
     on = g.streaming
     zero = xp.where(on, 0.0, 1.0)
@@ -319,12 +335,12 @@ def streamed(spec, *, batch: int, seq: int, precision: str, prefetch: int = 1,
                 + activation_bytes_per_layer(spec, batch, seq, precision, "none"))
     per = STATE["streamed"].bytes_per_param(s)
     return Footprint(weights=(ends + min(prefetch + 1, L) * block) * s, grads=(ends + block) * s,
-                     activations=acts, logits=_logits(spec, batch * seq),
+                     activations=acts, logits=_logits(spec, batch * seq, precision),
                      store=STORE_SLOTS * _counts(spec)[0] * (per["master"] + per["optimizer"]))
 
 
-def _logits(spec, tokens: float) -> float:
-    return tokens * spec.vocab_size * LOGIT_BYTES if spec.head == "lm" else 0.0
+def _logits(spec, tokens: float, precision: str) -> float:
+    return tokens * spec.vocab_size * loss_bytes_per_logit("streamed", precision) if spec.head == "lm" else 0.0
 
 
 # ---------------------------------------------------------------- serving

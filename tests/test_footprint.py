@@ -132,3 +132,26 @@ def test_one_case_per_runtime_and_kinds_sum():
     assert (f.weights, f.grads, f.master, f.optimizer) == (4 * P, 4 * P, 0.0, 8 * P)
     assert f.peak_bytes == f.state_bytes + f.activations + f.logits
     assert footprint.training(spec, _grid(zero=2, batch=8, seq=1024), "bf16", "fsdp2").buffers == 2 * P
+
+
+H200_RUNS = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs" / "results" / "gpu-h200-2026-12-04"
+
+
+@pytest.mark.parametrize("name", ["train_small.json", "train_gpt2-small_64.json", "train_gpt2-medium_64.json",
+                                  "train_gpt2xl.json"])
+def test_measure_train_peak_on_an_h200_is_the_footprint_with_the_loss_of_the_house_runtime(name):
+    """measure train's allocator peak on an H200 (bf16, torch 2.11; docs/results/gpu-h200-2026-12-04)
+    within 5% of predict(runtime="measure"): the house runtime's loss holds 2 + 12 bytes per logit
+    (footprint.LOSS_GRAD_BYTES), not Megatron's 4, which left GPT-2 small at batch 64 x 256 46% short."""
+    import json
+
+    from llmbench.footprint import loss_bytes_per_logit
+    from llmbench.perfmodel.predict import predict
+    from llmbench.point import Workload
+
+    assert loss_bytes_per_logit("measure", "bf16") == 14.0 and loss_bytes_per_logit("mixed", "bf16") == 4.0
+    r = json.loads((H200_RUNS / name).read_text())
+    w = Workload.from_dict(r["workload"])
+    pred = predict(w, runtime="measure").to_dict()
+    peak = (pred.get("metrics") or pred)["peak_mem_bytes"]
+    assert peak == pytest.approx(r["metrics"]["peak_mem_bytes"], rel=0.05), (peak, r["metrics"]["peak_mem_bytes"])
