@@ -1,6 +1,10 @@
 """The serving simulator against a real continuous-batching runtime, same trace, this CPU (issue 22).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/serve_sim_vs_runtime.py [--requests 200] [--json]
+                                                                        [--device cuda]
+
+`--device cuda`: the same on the GPU (fp32 model there too; the step model on the GPU's catalog
+entry, point.hardware_for_device), calibrated the same way.
 
 1. Calibration, separate from the traces: the runtime (llmbench/measure/serve.py) times static
    engine steps: decodes of B sequences over C cached tokens, and prefills of 1, 2 or 4 prompts
@@ -230,14 +234,21 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats of each calibration step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--device", default="cpu", help="torch device of the runtime (default cpu)")
     ap.add_argument("--calibration-only", action="store_true",
                     help="time the calibration steps once, fit them with and without the CPU rule, stop")
     a = ap.parse_args()
-    torch.set_num_threads(1)
     torch.manual_seed(a.seed)
     print(f"load average before: {os.getloadavg()}  ({os.cpu_count()} CPUs, shared)")
-    spec, hw, cfg = model_spec(), get_hardware("cpu"), EngineConfig(max_num_seqs=16, max_batched_tokens=2048)
-    model = build_model(spec).eval()
+    device = torch.device(a.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+        hw_name = "cpu"
+    else:
+        from llmbench.point import hardware_for_device
+        hw_name = hardware_for_device(device.type, torch.cuda.get_device_name(device))
+    spec, hw, cfg = model_spec(), get_hardware(hw_name), EngineConfig(max_num_seqs=16, max_batched_tokens=2048)
+    model = build_model(spec).eval().to(device)
     print(f"model: {spec.name} resized to {spec.n_layers} layers, d_model {spec.d_model}, vocab {spec.vocab_size}; "
           f"hardware profile {hw.name}; torch threads {torch.get_num_threads()}; {cfg}\n")
     sm, _, cal = calibrated(model, spec, hw, cfg, a.repeats, verbose=not a.calibration_only)
