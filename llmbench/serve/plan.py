@@ -97,7 +97,8 @@ def screen(sm, P: float, O: float, slo: Slo) -> dict[int, float]:
     tau = np.asarray(sm.time_s(np.zeros_like(b), b, b * (P + O / 2.0), prefill_seqs=np.zeros_like(b),
                                prefill_attn_pairs=np.zeros_like(b)), dtype=np.float64)
     t_p = float(sm.time_s(P, 0.0, 0.0, prefill_seqs=1.0, prefill_attn_pairs=P * (P + 1) / 2.0))
-    if t_p * TTFT_QUEUE * 1e3 > slo.ttft_ms:
+    # a request's TTFT also holds the engine's fixed time outside its steps (the simulator adds it too)
+    if (t_p * TTFT_QUEUE + sm.engine.request_overhead_s) * 1e3 > slo.ttft_ms:
         return {m: 0.0 for m in MAX_NUM_SEQS}
     lam = b / (O * tau + b * t_p)
     ok = (tau + b * t_p / O) * 1e3 <= SCREEN_MARGIN * slo.tpot_ms
