@@ -167,3 +167,17 @@ def test_project_and_validate_give_the_same_pile_epoch(cli):
     assert json.loads(out)["hours"] == pytest.approx(V.predict_row(row), rel=1e-9)
     pts, lin, fitted, _ = V.pooled_fit()
     assert V.predict_row(row, pooled.full(lin, fitted)) == pytest.approx(V.predict_row(row), rel=1e-9)
+
+
+def test_a_rows_stated_kv_cache_precision_is_what_it_is_predicted_with():
+    """AMD's MLPerf v4.1 server row states an FP8 KV cache (Quark w_fp8_a_fp8_o_fp8): it is
+    predicted with it (twice the sequences a replica holds, and so the concurrency Little's law
+    gives), not with the engine's default 16-bit cache; the row with the column blank falls back to
+    that default. At one fixed batch the stated cache is half the bytes."""
+    row = _row("mlperf41-amd-8xmi300x-server-tpot")
+    assert row["kv_precision"] == "fp8"
+    assert V.predict_row(row) != pytest.approx(V.predict_row({**row, "kv_precision": ""}), rel=0.05)
+    w = V.serving_workload(V.row_workload(row), row).with_(batch=64)
+    fp8, default = (V._infer(w, None, eng="vllm-rocm", kv=kv) for kv in ("fp8", None))
+    assert fp8.kv_precision == "fp8" and default.kv_precision == "bf16"
+    assert fp8.kv_cache_bytes == pytest.approx(default.kv_cache_bytes / 2, rel=1e-6)

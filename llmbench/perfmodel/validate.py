@@ -218,36 +218,38 @@ def row_engine_params(name: str, params: dict | None, version: str | None = None
 
 
 def _infer(w: Workload, params: dict | None, offline: bool = False, eng: str | None = None,
-           version: str | None = None):
+           version: str | None = None, kv: str | None = None):
     """Serving prediction on the row's devices (tp as stated, the rest searched) by engine `eng`
-    at its release `version`. offline: the batch that gives the most tokens/s (the engine holds
-    what its KV cache fits)."""
+    at its release `version`, with the KV cache in `kv` when the row states it (None: the engine's
+    default). offline: the batch that gives the most tokens/s (the engine holds what its KV cache
+    fits)."""
     h = get_hardware(w.hardware)
     w = w.with_(suite="infer", zero=None, recompute=None)
     p = params.get(h.name) if params else None
     spec = row_spec(w)
     name = eng or row_engine({}, h)
     if offline:
-        w = w.with_(batch=offline_batch(spec, h, w, name, version))
-    return predict_infer(spec, h, w, p, engine=row_engine_params(name, params, version))
+        w = w.with_(batch=offline_batch(spec, h, w, name, version, kv))
+    return predict_infer(spec, h, w, p, engine=row_engine_params(name, params, version), kv_precision=kv)
 
 
 #: offline batches chosen (workload repr -> batch), under the prior parameters, like _LAYOUTS
 _BATCHES: dict[str, int] = {}
 
 
-def offline_batch(spec, h, w: Workload, eng: str, version: str | None = None) -> int:
+def offline_batch(spec, h, w: Workload, eng: str, version: str | None = None, kv: str | None = None) -> int:
     """The batch of OFFLINE_BATCHES with the most tokens/s (a batch beyond the KV cache is served
     at the concurrency that fits), under the priors."""
     from .params import resolve_params
     from .serving import engine, release
 
-    key = f"{w!r}:{eng}:{version}"
+    key = f"{w!r}:{eng}:{version}:{kv}"
     if key not in _BATCHES:
         p, best = resolve_params(h, use_profile=False), None
         for b in OFFLINE_BATCHES:
             try:
-                r = predict_infer(spec, h, w.with_(batch=b), p, engine=release(engine(eng, fitted=False), version))
+                r = predict_infer(spec, h, w.with_(batch=b), p, engine=release(engine(eng, fitted=False), version),
+                                  kv_precision=kv)
             except ValueError:
                 continue
             if r.fits and (best is None or r.tokens_per_s > best[1] * 1.001):
@@ -359,20 +361,21 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     Little's law gives (server_batch); an open batch at the engine's offline best."""
     metric = row["metric"]
     eng, ver = row_engine(row, get_hardware(w.hardware)), row.get("engine_version")
+    kv = row.get("kv_precision") or None  # what the row states ran; else the engine's default
     w = serving_workload(w, row)
     if metric == "devices_needed":
-        return float(_infer(w, params, eng=eng, version=ver).devices)
+        return float(_infer(w, params, eng=eng, version=ver, kv=kv).devices)
     open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
     rate = float(row.get("request_rate") or 0)
     if metric == "time_to_first_token_s" and (open_batch or rate):  # a server's request: its own prefill
-        return _infer(w.with_(batch=1), params, eng=eng, version=ver).time_to_first_token_s  # (queueing not modelled)
+        return _infer(w.with_(batch=1), params, eng=eng, version=ver, kv=kv).time_to_first_token_s  # (no queueing)
     server = "server" in (row.get("metric_kind") or "")
     if metric == "decode_tokens_per_s_per_seq" and open_batch and not (rate or server):  # a user's speed
-        return _infer(w.with_(batch=1), params, eng=eng, version=ver).decode_tokens_per_s_per_seq
+        return _infer(w.with_(batch=1), params, eng=eng, version=ver, kv=kv).decode_tokens_per_s_per_seq
     if rate:
-        w = w.with_(batch=server_batch(w, rate, eng, version=ver))
+        w = w.with_(batch=server_batch(w, rate, eng, version=ver, kv=kv))
         open_batch = False
-    r = _infer(w, params, offline=open_batch, eng=eng, version=ver)
+    r = _infer(w, params, offline=open_batch, eng=eng, version=ver, kv=kv)
     if metric == "time_per_output_token_s":
         if not r.decode_tokens_per_s_per_seq:
             raise BadInput(f"{row['id']}: no generated tokens to time (gen_len 0)")
@@ -387,19 +390,21 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
 _SERVER: dict[str, int] = {}
 
 
-def server_batch(w: Workload, rate: float, eng: str, iters: int = 8, version: str | None = None) -> int:
+def server_batch(w: Workload, rate: float, eng: str, iters: int = 8, version: str | None = None,
+                 kv: str | None = None) -> int:
     """Requests in flight at `rate` requests/s: Little's law, c = rate x latency(c), solved by
     fixed-point iteration under the priors (a multiple of the replicas; at most what the KV cache
     holds, beyond which requests queue)."""
     from .params import resolve_params
     from .serving import engine, release
 
-    key = f"{w!r}:{eng}:{rate}:{version}"
+    key = f"{w!r}:{eng}:{rate}:{version}:{kv}"
     if key not in _SERVER:
         h = get_hardware(w.hardware)
         spec, p, c = row_spec(w), resolve_params(h, use_profile=False), 1
         for _ in range(iters):
-            r = predict_infer(spec, h, w.with_(batch=c), p, engine=release(engine(eng, fitted=False), version))
+            r = predict_infer(spec, h, w.with_(batch=c), p, engine=release(engine(eng, fitted=False), version),
+                              kv_precision=kv)
             dp = r.devices // (r.workload.layout.tp * r.workload.layout.pp)
             nxt = max(dp, int(round(rate * r.latency_s_p50 / dp)) * dp)
             nxt = min(nxt, max(r.concurrency, dp) if r.concurrency < c else nxt)
