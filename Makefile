@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 REPRODUCE_ARGS ?= --quick
 
-.PHONY: setup reproduce test test-fast bench clean profiles
+.PHONY: setup reproduce test test-fast bench clean profiles docs-outputs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ reproduce: setup
 # leave-one-source-out error (llmbench/perfmodel/profiles/); rerun after editing published_v2.csv
 profiles: setup
 	$(BIN)/llmbench calibrate --published --write-shipped
+
+# after a refit or a model change: paste fresh outputs of the analytical commands into docs/*.md and
+# README (tests/test_docs_outputs.py fails on a stale one), and print validate's tables for docs/predict.md
+docs-outputs: setup
+	$(BIN)/python scripts/docs_outputs.py --write
+	$(BIN)/llmbench validate --json > .validate.json && $(BIN)/python scripts/validate_tables.py .validate.json
 
 test: setup
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --durations=10
