@@ -20,36 +20,11 @@
 #                       side by side; vLLM's benchmark too when it imports (UNTESTED; see the end)
 # Every step has its own timeout, and a failing step does not stop the others.
 set -u
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_DIR="${1:-${OUT:-${TMPDIR:-/tmp}/llmbench-gpu-results}}"
-PY="${PYTHON:-python3}"
-mkdir -p "$OUT_DIR"
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-export LLMBENCH_HOME="$OUT_DIR/llmbench-home"
-export LLMBENCH_DB="$OUT_DIR/results.db"
-cd "$REPO"
-T0=$(date +%s)
-
 BUDGET_S="${BUDGET_S:-480}"  # the whole script stays within this (steps shrink or are skipped)
 PARALLEL_S=240               # kept for scripts/gpu_checks_parallel.sh at the end
-
-step() {  # step NAME TIMEOUT_S COMMAND... : stdout to NAME, stderr to NAME.err, a summary line
-  local name="$1" limit="$2"; shift 2
-  local t=$(date +%s)
-  local left=$(( BUDGET_S - PARALLEL_S - (t - T0) ))
-  if [ "$left" -lt 20 ]; then echo "[$(( t - T0 ))s] $name: skipped (time budget spent)"; return 0; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  timeout "$limit" "$@" > "$OUT_DIR/$name" 2> "$OUT_DIR/$name.err"
-  local rc=$?
-  echo "[$(( $(date +%s) - T0 ))s] $name: exit $rc in $(( $(date +%s) - t ))s"
-  [ $rc -ne 0 ] && tail -3 "$OUT_DIR/$name.err"
-  return 0
-}
-
-{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
-  $PY -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0]); print(torch.cuda.get_device_name(0))"
-} > "$OUT_DIR/env.txt" 2>&1
-cat "$OUT_DIR/env.txt"
+RESERVE_S=$PARALLEL_S
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
 
 M="$PY -m llmbench measure"
 step cuda_tests.txt 90 $PY -m pytest -q -m requires_cuda tests/test_measure_cuda.py

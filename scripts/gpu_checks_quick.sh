@@ -17,34 +17,10 @@
 #   serve_rt_R.json, serve_sim_R.json   measure serve (the runtime) and serve (the simulator) at R/s
 # The summary at the end prints the figures the issues ask for.
 set -u
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_DIR="${1:-${OUT:-${TMPDIR:-/tmp}/llmbench-gpu-quick}}"
-PY="${PYTHON:-python3}"
-mkdir -p "$OUT_DIR"
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-export LLMBENCH_HOME="$OUT_DIR/llmbench-home"
-export LLMBENCH_DB="$OUT_DIR/results.db"
-cd "$REPO"
-T0=$(date +%s)
 BUDGET_S="${BUDGET_S:-420}"
-
-step() {  # step NAME TIMEOUT_S COMMAND... : stdout to NAME, stderr to NAME.err, a summary line
-  local name="$1" limit="$2"; shift 2
-  local t=$(date +%s)
-  local left=$(( BUDGET_S - (t - T0) ))
-  if [ "$left" -lt 15 ]; then echo "[$(( t - T0 ))s] $name: skipped (time budget spent)"; return 0; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  timeout "$limit" "$@" > "$OUT_DIR/$name" 2> "$OUT_DIR/$name.err"
-  local rc=$?
-  echo "[$(( $(date +%s) - T0 ))s] $name: exit $rc in $(( $(date +%s) - t ))s"
-  [ $rc -ne 0 ] && tail -3 "$OUT_DIR/$name.err"
-  return 0
-}
-
-{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv 2>&1
-  $PY -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0]); print(torch.cuda.get_device_name(0))"
-} > "$OUT_DIR/env.txt" 2>&1
-cat "$OUT_DIR/env.txt"
+MIN_STEP_S=15
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
 
 M="$PY -m llmbench measure"
 HW=$($PY -c "import torch; from llmbench.point import hardware_for_device as h; print(h('cuda', torch.cuda.get_device_name(0)))" 2>/dev/null)
