@@ -45,12 +45,13 @@ def main(path: str) -> None:
     print("| kind | rows | median abs error, in-sample | held out (leave one source out) |\n|---|---:|---:|---:|")
     for kind, v in sorted(loso["by_kind"].items(), key=lambda kv: kv[0] != "training"):
         print(f"| {kind} | {v['rows']} | {pct(ins['by_kind'][kind]['median_abs_error'])} | {pct(v['median_abs_error'])} |")
-    print("\n| engine | rows | sources | held out median | in-sample median | fitted: bandwidth_fraction, "
-          "step_overhead_s, prefill_efficiency, request_overhead_s |\n|---|---:|---:|---:|---:|---|")
+    from llmbench.perfmodel.serving import FITTED
+
+    print(f"\n| engine | rows | sources | held out median | in-sample median | fitted: {', '.join(FITTED)} |"
+          "\n|---|---:|---:|---:|---:|---|")
     for eng, v in sorted(d["by_engine"].items()):
         f = d["engines_fitted"].get(eng, {})
-        fitted = ", ".join(sig(f.get(k)) for k in ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency",
-                                                      "request_overhead_s"))
+        fitted = ", ".join(sig(f.get(k)) for k in FITTED)
         print(f"| {eng} | {v['rows']} | {v['sources']} | {pct(v['leave_one_source_out']['median_abs_error'])} | "
               f"{pct(v['in_sample']['median_abs_error'])} | {fitted} |")
     serving = [r for r in d["rows"] if r.get("kind") == "serving" and r.get("loso_error") is not None]

@@ -362,20 +362,24 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     metric = row["metric"]
     eng, ver = row_engine(row, get_hardware(w.hardware)), row.get("engine_version")
     kv = row.get("kv_precision") or None  # what the row states ran; else the engine's default
+
+    def infer(w: Workload, offline: bool = False):  # the row's engine, release and KV cache
+        return _infer(w, params, offline=offline, eng=eng, version=ver, kv=kv)
+
     w = serving_workload(w, row)
     if metric == "devices_needed":
-        return float(_infer(w, params, eng=eng, version=ver, kv=kv).devices)
+        return float(infer(w).devices)
     open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
     rate = float(row.get("request_rate") or 0)
     if metric == "time_to_first_token_s" and (open_batch or rate):  # a server's request: its own prefill
-        return _infer(w.with_(batch=1), params, eng=eng, version=ver, kv=kv).time_to_first_token_s  # (no queueing)
+        return infer(w.with_(batch=1)).time_to_first_token_s  # (queueing not modelled)
     server = "server" in (row.get("metric_kind") or "")
     if metric == "decode_tokens_per_s_per_seq" and open_batch and not (rate or server):  # a user's speed
-        return _infer(w.with_(batch=1), params, eng=eng, version=ver, kv=kv).decode_tokens_per_s_per_seq
+        return infer(w.with_(batch=1)).decode_tokens_per_s_per_seq
     if rate:
         w = w.with_(batch=server_batch(w, rate, eng, version=ver, kv=kv))
         open_batch = False
-    r = _infer(w, params, offline=open_batch, eng=eng, version=ver, kv=kv)
+    r = infer(w, offline=open_batch)
     if metric == "time_per_output_token_s":
         if not r.decode_tokens_per_s_per_seq:
             raise BadInput(f"{row['id']}: no generated tokens to time (gen_len 0)")
