@@ -150,6 +150,10 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", help="a docs file (repeatable); default docs/*.md")
     a = ap.parse_args(argv)
     files = [ROOT / f for f in a.only] if a.only else [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        print(f"error: not a file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     stale = 0
     for path in files:
         fresh = {}
