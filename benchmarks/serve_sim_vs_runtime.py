@@ -8,11 +8,16 @@ entry, point.hardware_for_device), calibrated the same way.
 
 1. Calibration, separate from the traces: the runtime (llmbench/measure/serve.py) times static
    engine steps: decodes of B sequences over C cached tokens, and prefills of 1, 2 or 4 prompts
-   (`time_static_steps`: the shapes in turn, round after round, as an engine meets them). The simulator's step model (perfmodel/serving.py: max(compute, memory)
-   + a fixed overhead per step, on this machine's hardware profile `cpu`) gets its engine's three
-   free parameters (bandwidth_fraction, prefill_efficiency, step_overhead_s: perfmodel.serving.FITTED)
-   fitted to those steps by least squares on log time (a grid, coarse then fine). No trace request
-   is seen by the fit: the traces are out of sample.
+   (`time_static_steps`: the shapes in turn, round after round, as an engine meets them), and
+   (`--kernels measured`, the default) the model's GEMMs alone by rows (measure/kernels.py). The
+   simulator's step model (perfmodel/serving.py, on this machine's hardware profile `cpu`): the
+   measured GEMM times for the step's rows, then attention's FLOPs or its KV and activation bytes,
+   the larger (KV read RUNTIME_KV_PASSES times: this runtime gathers the blocks before attending),
+   + a fixed overhead per step; `--kernels roofline`: the roofline's max(compute, memory) with
+   GEMM_WEIGHT_PASSES. Its engine's three free parameters (bandwidth_fraction, prefill_efficiency,
+   step_overhead_s: perfmodel.serving.FITTED) are fitted to the static steps by least squares on
+   log time (a grid, coarse then fine). No trace request is seen by the fit or the GEMM timings:
+   the traces are out of sample.
 2. Three load levels, light to saturated: rates at 0.2, 0.6 and 1.5 x the saturated request
    throughput the fitted simulator predicts for the trace's lengths (rate infinite). Each level's
    step model is fitted on calibration steps timed just before and just after its replay (the
@@ -46,6 +51,7 @@ import numpy as np
 import torch
 
 from llmbench.hardware import get_hardware
+from llmbench.measure.kernels import time_gemms
 from llmbench.measure.modeling import build_model
 from llmbench.measure.serve import ServingEngine, StepRunner, static_step_blocks, time_static_steps
 from llmbench.measure.serve_config import EngineConfig
@@ -82,16 +88,26 @@ def calibrate(runner: StepRunner, repeats: int) -> dict:
     return {k: np.array(col, dtype=float) for k, col in zip(keys, zip(*rows))}
 
 
-def step_model_of(spec, hw, eng: Engine, passes: float | None = None):
+#: passes over the cached K and V a decode of this runtime makes: measure/serve.py's _gather copies
+#: the sequences' blocks into one buffer (a read and a write) and scaled_dot_product_attention then
+#: reads the buffer: 3 (an engine with a paged-attention kernel reads the blocks in place: 1). From
+#: the runtime's code, not fitted: a calibration decode of 16 sequences over 160 cached tokens takes
+#: ~4-5 ms more than over 32 on this CPU, 3 passes of their KV bytes at the fitted bandwidth
+RUNTIME_KV_PASSES = 3.0
+
+
+def step_model_of(spec, hw, eng: Engine, passes: float | None = None, gemm_times=None):
     """The step model the simulator runs; `passes`: GEMM_WEIGHT_PASSES overridden (1: the CPU
-    rule off, for --calibration-only's comparison)."""
-    sm = build_step_model(spec, hw, precision="fp32", eng=eng)
-    return sm if passes is None else replace(sm, weight_passes=passes)
+    rule off, for --calibration-only's comparison); `gemm_times`: the device's measured GEMM
+    times in place of the roofline's GEMMs (measure/kernels.py); the runtime's KV passes."""
+    sm = replace(build_step_model(spec, hw, precision="fp32", eng=eng), kv_read_passes=RUNTIME_KV_PASSES)
+    sm = sm if passes is None else replace(sm, weight_passes=passes)
+    return sm if gemm_times is None else replace(sm, gemm_times=gemm_times)
 
 
-def _log_err(spec, hw, eng: Engine, cal: dict, passes: float | None = None) -> tuple[float, float]:
+def _log_err(spec, hw, eng: Engine, cal: dict, passes: float | None = None, gemm_times=None) -> tuple[float, float]:
     """(best overhead, sum of squared log errors) for an engine without overhead."""
-    sm = step_model_of(spec, hw, replace(eng, step_overhead_s=0.0), passes)
+    sm = step_model_of(spec, hw, replace(eng, step_overhead_s=0.0), passes, gemm_times)
     core = sm.time_s(cal["prefill_tokens"], cal["decode_seqs"], cal["kv_tokens_read"],
                      prefill_seqs=cal["prefill_seqs"], prefill_attn_pairs=cal["pairs"])
     over = np.linspace(0.0, cal["time_s"].min(), 64)[:, None]  # (64, 1)
@@ -100,7 +116,7 @@ def _log_err(spec, hw, eng: Engine, cal: dict, passes: float | None = None) -> t
     return float(over[i, 0]), float(err[i])
 
 
-def fit_engine(spec, hw, cal: dict, passes: float | None = None) -> Engine:
+def fit_engine(spec, hw, cal: dict, passes: float | None = None, gemm_times=None) -> Engine:
     """bandwidth_fraction and prefill_efficiency on a log grid (coarse, then 8x finer around the
     best), step_overhead_s on a linear grid for each."""
     base = Engine(name="llmbench-runtime", description="measure/serve.py on this CPU, fitted",
@@ -111,7 +127,7 @@ def fit_engine(spec, hw, cal: dict, passes: float | None = None) -> Engine:
         for bw in np.geomspace(centre[0] / span, centre[0] * span, 25):
             for eff in np.geomspace(centre[1] / span, centre[1] * span, 25):
                 eng = replace(base, bandwidth_fraction=float(bw), prefill_efficiency=float(eff))
-                over, err = _log_err(spec, hw, eng, cal, passes)
+                over, err = _log_err(spec, hw, eng, cal, passes, gemm_times)
                 if err < best[0]:
                     best = (err, replace(eng, step_overhead_s=over))
         centre, span = (best[1].bandwidth_fraction, best[1].prefill_efficiency), span ** (1 / 8)
@@ -160,7 +176,10 @@ def step_check(replay, sm, sim_steps: int) -> dict:
     log = replay.step_log
     col = lambda f: np.array([getattr(r, f) for r in log], dtype=float)  # noqa: E731
     meas = col("time_s")
-    pred = sm.time_s(col("prefill_tokens"), col("decode_seqs"), col("kv_tokens_read"),
+    # the decodes' cached tokens as the runtime attends to them: padded to the longest context (as
+    # the simulator's padded_decode; the chunks' prefixes, none without chunked prefill, beside)
+    kv = np.maximum(col("kv_tokens_read"), col("decode_seqs") * col("max_decode_context"))
+    pred = sm.time_s(col("prefill_tokens"), col("decode_seqs"), kv,
                      prefill_seqs=col("prefill_seqs"), prefill_attn_pairs=col("prefill_attn_pairs"))
     dec = col("prefill_tokens") == 0
     ratio = lambda m: float(np.median(meas[m] / pred[m])) if m.any() else float("nan")  # noqa: E731
@@ -191,15 +210,21 @@ def show_level(name: str, rate: float, real: dict, sim: dict) -> list[dict]:
     return rows
 
 
-def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, earlier: dict | None = None):
-    """Time the calibration steps now and fit the engine (on these times and `earlier` ones, if
-    given): (the step model the simulator runs, its engine, these times)."""
+def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, earlier: dict | None = None,
+               kernels: str = "measured"):
+    """Time the calibration steps now (and, kernels "measured", the model's GEMMs by rows) and
+    fit the engine (on these times and `earlier` ones, if given): (the step model the simulator
+    runs, its engine, these times)."""
     t0 = time.perf_counter()
+    gt = time_gemms(spec, next(model.parameters()).device) if kernels == "measured" else None
     n_cal = max(static_step_blocks(b, c, p, cfg.block_tokens, n) for b, c, p, n in CALIBRATION)
     cal = calibrate(StepRunner(model, n_cal, cfg.block_tokens), repeats)
     both = cal if earlier is None else {k: np.concatenate([earlier[k], cal[k]]) for k in cal}
-    eng = fit_engine(spec, hw, both)
-    sm = step_model_of(spec, hw, eng)
+    eng = fit_engine(spec, hw, both, gemm_times=gt)
+    sm = step_model_of(spec, hw, eng, gemm_times=gt)
+    if gt is not None and verbose:
+        print("measured GEMMs (ms; all layers' / LM head) at rows " + ", ".join(
+            f"{int(r)}: {b * 1e3:.2f}/{h * 1e3:.2f}" for r, b, h in zip(gt.rows, gt.body_s, gt.head_s)))
     err = np.abs(predicted_times(sm, both) / both["time_s"] - 1.0)
     print(f"calibration ({len(both['time_s'])} static steps{'' if earlier is None else ', before and after'}, "
           f"{time.perf_counter() - t0:.0f} s): fitted bandwidth_fraction {eng.bandwidth_fraction:.4g}, "
@@ -213,12 +238,14 @@ def calibrated(model, spec, hw, cfg: EngineConfig, repeats: int, verbose: bool, 
     return sm, eng, cal
 
 
-def compare_rule(spec, hw, cal: dict) -> None:
-    """The same calibration times fitted with the CPU rule (GEMM_WEIGHT_PASSES) and without it."""
+def compare_rule(spec, hw, cal: dict, gemm_times) -> None:
+    """The same calibration times fitted with the device's measured GEMM times, and with the
+    roofline's GEMMs with the CPU rule (GEMM_WEIGHT_PASSES) and without it."""
     fits = {}
-    for label, passes in (("with the rule", None), ("without (1 pass)", 1.0)):
-        eng = fit_engine(spec, hw, cal, passes)
-        fits[label] = predicted_times(step_model_of(spec, hw, eng, passes), cal) / cal["time_s"] - 1.0
+    for label, passes, gt in (("measured GEMMs", None, gemm_times), ("roofline + rule", None, None),
+                              ("roofline, 1 pass", 1.0, None)):
+        eng = fit_engine(spec, hw, cal, passes, gt)
+        fits[label] = predicted_times(step_model_of(spec, hw, eng, passes, gt), cal) / cal["time_s"] - 1.0
         err = np.abs(fits[label])
         print(f"{label}: bandwidth_fraction {eng.bandwidth_fraction:.4g}, prefill_efficiency "
               f"{eng.prefill_efficiency:.4g}, step_overhead_s {eng.step_overhead_s * 1e3:.2f} ms; "
@@ -235,8 +262,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the rows to this JSON file")
     ap.add_argument("--device", default="cpu", help="torch device of the runtime (default cpu)")
+    ap.add_argument("--kernels", choices=("measured", "roofline"), default="measured",
+                    help="the step model's GEMMs: the device's times by rows (measure/kernels.py), or the "
+                         "roofline (perfmodel/serving.py, with GEMM_WEIGHT_PASSES on a CPU)")
     ap.add_argument("--calibration-only", action="store_true",
-                    help="time the calibration steps once, fit them with and without the CPU rule, stop")
+                    help="time the calibration steps once, fit them with measured GEMMs and with the roofline "
+                         "(with and without the CPU rule), stop")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     print(f"load average before: {os.getloadavg()}  ({os.cpu_count()} CPUs, shared)")
@@ -251,9 +282,9 @@ def main() -> None:
     model = build_model(spec).eval().to(device)
     print(f"model: {spec.name} resized to {spec.n_layers} layers, d_model {spec.d_model}, vocab {spec.vocab_size}; "
           f"hardware profile {hw.name}; torch threads {torch.get_num_threads()}; {cfg}\n")
-    sm, _, cal = calibrated(model, spec, hw, cfg, a.repeats, verbose=not a.calibration_only)
+    sm, _, cal = calibrated(model, spec, hw, cfg, a.repeats, verbose=not a.calibration_only, kernels=a.kernels)
     if a.calibration_only:
-        compare_rule(spec, hw, cal)
+        compare_rule(spec, hw, cal, sm.gemm_times or time_gemms(spec, device))
         return
     saturated = simulated(make_trace(a.requests, math.inf, a.seed), sm, cfg)["request_throughput"]
     print(f"\npredicted saturated throughput: {saturated:.2f} req/s; levels at {LEVELS} x that, "
@@ -262,10 +293,10 @@ def main() -> None:
     rows, engines, checks = [], [], []
     for name, x in zip(("light", "medium", "saturated"), LEVELS):
         print()
-        _, _, before = calibrated(model, spec, hw, cfg, a.repeats, verbose=False)
+        _, _, before = calibrated(model, spec, hw, cfg, a.repeats, verbose=False, kernels=a.kernels)
         trace = make_trace(a.requests, x * saturated, a.seed + 1)
         real, replay = measured(model, trace, cfg)
-        sm, eng, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=False, earlier=before)
+        sm, eng, _ = calibrated(model, spec, hw, cfg, a.repeats, verbose=False, earlier=before, kernels=a.kernels)
         sim = simulated(trace, sm, cfg)
         rows += show_level(name, x * saturated, real, sim)
         checks.append({"level": name, **step_check(replay, sm, sim["engine_steps"])})

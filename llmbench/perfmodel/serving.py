@@ -22,6 +22,11 @@ are one replica's (tp x pp devices; pipeline stages run one after another for a 
     step     = max(compute, memory) + 2 all-reduces per layer under TP (latency-bound when small)
                + pipeline hops + engine.step_overhead_s
 
+A StepModel may instead carry its GEMMs' measured times (GemmTimes: F.linear timed by rows on the
+device, measure/kernels.py): the GEMMs then cost what was measured, weights read included, and the
+roofline keeps attention, the KV cache and activations. Profiling the kernels as Vidur (MLSys 2024)
+does, for a device whose small-row GEMMs no roofline describes (a CPU BLAS: docs/serve.md).
+
 Engines (engines.toml) carry the efficiencies a serving stack reaches and how it holds its KV
 cache (memory fraction, paged block, MLA latent replicated under TP). docs/predict.md "Serving".
 """
@@ -215,6 +220,38 @@ seqs_that_fit = footprint.seqs_that_fit
 # ---------------------------------------------------------------- the step model
 
 
+@dataclass(frozen=True)
+class GemmTimes:
+    """Measured seconds of one device's GEMMs in a step, by rows: `body_s[i]` all the layers'
+    GEMMs (every layer, summed) over `rows[i]` token rows, `head_s[i]` the LM head over `rows[i]`
+    rows (measure/kernels.time_gemms). Between measured rows: linear interpolation; beyond the
+    largest: the largest's time per row (its FLOP rate); 0 rows: 0."""
+
+    rows: tuple
+    body_s: tuple
+    head_s: tuple
+
+    def __post_init__(self):
+        r = list(self.rows)
+        if not r or r != sorted(set(r)) or r[0] < 1 or len(self.body_s) != len(r) or len(self.head_s) != len(r):
+            raise ValueError("GemmTimes: rows must be increasing from >= 1, one body and one head time per row")
+
+    def body(self, M, xp):
+        return self._at(M, self.body_s, xp)
+
+    def head(self, M, xp):
+        return self._at(M, self.head_s, xp)
+
+    def _at(self, M, times, xp):
+        import numpy as np
+
+        r, t = np.asarray(self.rows, dtype=float), np.asarray(times, dtype=float)
+        last, M = float(r[-1]), xp.asarray(M, dtype=float)
+        inside = np.interp(np.minimum(M, last), r, t)
+        inside = float(inside) if is_scalar(xp) else inside
+        return xp.where(M <= 0, 0.0, xp.where(M > last, float(t[-1]) * M / last, inside))
+
+
 @dataclass(frozen=True, kw_only=True)
 class StepParts:
     """The terms of one step (seconds; arrays when the arguments are)."""
@@ -263,6 +300,8 @@ class StepModel:
     m_tile: float
     weight_passes: float = 1.0
     """passes over a GEMM's weights at M >= 2 rows (GEMM_WEIGHT_PASSES: a CPU's packing)"""
+    gemm_times: GemmTimes | None = None
+    """measured GEMM times (GemmTimes) in place of the roofline's GEMM FLOPs and weight bytes"""
     kv_read_passes: float = 1.0
     """reads of each cached KV head a decode step makes: its query heads per KV head when the
     engine has no grouped-query kernel (Engine.gqa_decode_kernel), else 1"""
@@ -304,14 +343,26 @@ class StepModel:
         mem = self._memory_s(M, C, xp)
         comm = self._comm_s(M, xp)
         over = xp.where(M > 0, self.overhead_per_step_s, 0.0) + xp.where(P > 0, self.overhead_prefill_s, 0.0)
-        if self.weight_passes != 1.0:  # a CPU: the weights of GEMMs of >= 2 rows read again (packing)
+        if self.weight_passes != 1.0 and self.gemm_times is None:  # a CPU: packed GEMMs read their weights again
             mem = mem + self._extra_pass_s(M, D + ps, xp)
         core = xp.maximum(comp, mem)
+        if self.gemm_times is not None:  # kernels one after another: the measured GEMMs, then attention's
+            g = self._gemm_measured_s(M, D + ps, xp)  # FLOPs or its bytes (KV, activations), the larger
+            core = g + xp.maximum(comp - g, mem)
         t = xp.where(M > 0, core + comm + over, 0.0)
         bound = xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute"))
         if not is_scalar(xp):
             bound = xp.asarray(bound)
         return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound)
+
+    def _attn_s(self, pairs, ctx_read):
+        """Attention FLOPs (prefill pairs, decode's cached tokens) at the attention rate."""
+        sh = self.sh
+        attn = (pairs * self._prefill_pair_flops() + ctx_read * sh.decode_attn_flops_ctx) * sh.L / self.tp
+        return attn / (self.peak_attn * self.compute_eff)
+
+    def _gemm_measured_s(self, M, head_rows, xp):
+        return self.gemm_times.body(M, xp) + self.gemm_times.head(head_rows, xp)
 
     def _extra_pass_s(self, M, head_rows, xp):
         """(weight_passes - 1) x the weight bytes of the step's GEMMs with >= 2 rows, over the
@@ -330,6 +381,9 @@ class StepModel:
         """GEMMs padded to the tile, the routed experts per expert, attention FLOPs (prefill pairs
         and decode's cached tokens), per device of the tp group, all stages one after another."""
         sh, tp, tile = self.sh, self.tp, self.m_tile
+        attn_s = self._attn_s(pairs, ctx_read)
+        if self.gemm_times is not None:  # measured: what the device's kernels took for these rows
+            return self._gemm_measured_s(M, head_rows, xp) + attn_s
         rate = self.peak_gemm * self.compute_eff
         head_nk = sum(n * k for n, k in sh.head_tok)
         body = 2.0 * xp.maximum(M, tile) * (self.token_nk - head_nk) / tp
@@ -341,8 +395,7 @@ class StepModel:
             rows = xp.where(M > 0, M * mo.rows_per_token / hit, 0.0)
             nk = sum(n * k for n, k, _ in mo.expert_gemms)
             t = t + mo.moe_layers * hit * 2.0 * xp.maximum(rows, tile) * nk / tp / rate
-        attn = (pairs * self._prefill_pair_flops() + ctx_read * sh.decode_attn_flops_ctx) * sh.L / tp
-        return t + attn / (self.peak_attn * self.compute_eff)
+        return t + attn_s
 
     def _prefill_pair_flops(self) -> float:
         """Attention FLOPs per causal (query, key) pair per layer in prefill (non-absorbed MLA)."""
@@ -356,7 +409,7 @@ class StepModel:
         experts: those the step's tokens touch), KV read and the new tokens' KV written,
         activations; weights held in DDR at the DDR tier's bandwidth."""
         sh, tp = self.sh, self.tp
-        any_tok = xp.where(M > 0, 1.0, 0.0)
+        any_tok = xp.where(M > 0, 0.0 if self.gemm_times is not None else 1.0, 0.0)  # measured GEMMs read them
         w = any_tok * self.dense_weight_elems * sh.s / tp
         mo = sh.moe
         if mo is not None:
