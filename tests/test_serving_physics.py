@@ -345,14 +345,17 @@ def test_measured_gemm_times_replace_the_roofline_gemms_and_interpolate():
     # a decode of 5 sequences with no context: body at 5 rows 2.5 ms, head at 5 rows 4 ms, plus the
     # new tokens' KV written and activations (bytes, no weights), nothing else
     p5 = m.parts(0, 5, 0)
-    kv_act = m.parts(0, 5, 0).memory_s
-    assert kv_act < 0.05 * m.dense_weight_elems * 4.0 / m.bandwidth_bytes_per_s  # no weight bytes
+    kv_act = p5.memory_s - 6.5e-3  # both terms carry the measured GEMMs
+    assert 0 < kv_act < 0.05 * m.dense_weight_elems * 4.0 / m.bandwidth_bytes_per_s  # no weight bytes
     assert p5.time_s == pytest.approx(2.5e-3 + 4e-3 + max(p5.compute_s - 6.5e-3, kv_act), rel=1e-9)
     # beyond the last measured row: that row's time per row; a prompt alone runs its head on 1 row
     assert m.gemm_times.body(16, np) == pytest.approx(8e-3)
     assert m.parts(16, 0, 0).compute_s >= 8e-3 + 2e-3
     # attention adds to the GEMMs: a decode over a long context costs more than over none
     assert m.time_s(0, 2, 2 * 4000) > m.time_s(0, 2, 0) + 0.9 * (m.parts(0, 2, 8000).compute_s - 3e-3)
+    # the simulator's decode lines (time = max(compute, memory) + the rest, exact) hold
+    from llmbench.serve.sim import _DecodeLines
+    assert _DecodeLines(m)[4] is not None
     # vectorised = scalar
     D = np.array([1.0, 3.0, 12.0])
     assert np.allclose(m.time_s(np.zeros(3), D, 32 * D), [m.time_s(0, d, 32 * d) for d in D], rtol=1e-12)

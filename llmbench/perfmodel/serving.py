@@ -345,10 +345,9 @@ class StepModel:
         over = xp.where(M > 0, self.overhead_per_step_s, 0.0) + xp.where(P > 0, self.overhead_prefill_s, 0.0)
         if self.weight_passes != 1.0 and self.gemm_times is None:  # a CPU: packed GEMMs read their weights again
             mem = mem + self._extra_pass_s(M, D + ps, xp)
-        core = xp.maximum(comp, mem)
         if self.gemm_times is not None:  # kernels one after another: the measured GEMMs, then attention's
-            g = self._gemm_measured_s(M, D + ps, xp)  # FLOPs or its bytes (KV, activations), the larger
-            core = g + xp.maximum(comp - g, mem)
+            mem = mem + self._gemm_measured_s(M, D + ps, xp)  # FLOPs or its bytes (KV, activations), the
+        core = xp.maximum(comp, mem)  # larger: GEMMs + max(attention, bytes) = max(compute, memory)
         t = xp.where(M > 0, core + comm + over, 0.0)
         bound = xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute"))
         if not is_scalar(xp):
