@@ -62,7 +62,7 @@ def test_predict_train_is_the_cli_prediction():
 
 
 #: what the CLI's JSON adds to a result: where its efficiencies come from (perfmodel/provenance.py)
-PROVENANCE = ("calibration", "framework", "mfu_causal", "mfu_convention")
+PROVENANCE = ("calibration", "framework", "mfu_causal", "mfu_convention", "engine_calibration")
 
 
 def _without_provenance(cli: dict) -> dict:

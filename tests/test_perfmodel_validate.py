@@ -13,7 +13,7 @@ import pytest
 
 from llmbench.errors import BadInput
 from llmbench.perfmodel import calibrate as cal
-from llmbench.perfmodel.params import PARAMS, PROFILE_DIR, RESIDUALS_FILE, defaults
+from llmbench.perfmodel.params import PARAMS, PROFILE_DIR, SIDE_FILES, defaults
 from llmbench.perfmodel.validate import TOL_NUMERIC, predict_row, run
 from llmbench.point import Workload
 
@@ -92,7 +92,7 @@ def test_published_trends_of_numeric_rows(result):
 
 
 def test_shipped_profiles_parse():
-    files = sorted(f for f in PROFILE_DIR.glob("*.json") if f.name not in (RESIDUALS_FILE, "frameworks.json"))
+    files = sorted(f for f in PROFILE_DIR.glob("*.json") if f.name not in SIDE_FILES)
     assert files
     for f in files:
         prof = json.loads(f.read_text())

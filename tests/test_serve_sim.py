@@ -221,9 +221,12 @@ GOLDEN_PROFILE = GOLDEN.with_name("serve_sim_golden_h100.json")
 
 @pytest.fixture
 def frozen_profile(monkeypatch):
+    from llmbench.perfmodel import serving
     from llmbench.perfmodel.params import load_profile
 
     monkeypatch.setenv("LLMBENCH_PROFILES", str(GOLDEN_PROFILE))
+    # the engines as recorded: engines.toml's priors (the shipped engine fit came after the golden)
+    monkeypatch.setattr(serving, "engine_fit_path", lambda: None)
     load_profile.cache_clear()
     yield
     monkeypatch.undo()

@@ -34,11 +34,13 @@ def gpus():
 
 @pytest.mark.parametrize("model", DENSE_7B_PLUS)
 def test_batch1_decode_is_memory_bound_on_every_gpu_near_bandwidth_over_weights(model):
+    # the step model's physics, on each GPU's default engine at its priors: the shipped engine fit
+    # moves them by what the published rows show (vLLM's ROCm build: 6 ms a step), held by validate
     spec = get_model(model)
     checked = 0
     for hw in gpus():
         w = Workload(model=model, hardware=hw.name, suite="infer")
-        sm = step_model(spec, hw, w)
+        sm = step_model(spec, hw, w, engine=engine(default_engine_name(hw), fitted=False))
         if not sm.fits:
             continue  # a 13B model in 16-bit does not fit a 24 GB card
         part = sm.parts(0, 1, 1100)
@@ -51,8 +53,10 @@ def test_batch1_decode_is_memory_bound_on_every_gpu_near_bandwidth_over_weights(
 
 
 def test_llama_8b_batch1_a100_h100_ranges_and_their_ratio_follows_bandwidth():
-    a = infer("llama-3.1-8b", "a100-80gb", batch=1, seq_len=128, gen_len=128)
-    h = infer("llama-3.1-8b", "h100-sxm", batch=1, seq_len=128, gen_len=128)
+    # TensorRT-LLM at its priors (the physics; the shipped fit adds what its published rows show)
+    trt = engine("trtllm", fitted=False)
+    a = infer("llama-3.1-8b", "a100-80gb", batch=1, seq_len=128, gen_len=128, engine=trt)
+    h = infer("llama-3.1-8b", "h100-sxm", batch=1, seq_len=128, gen_len=128, engine=trt)
     assert 80 <= a.decode_tokens_per_s_per_seq <= 120 and a.bound == "memory"
     assert 130 <= h.decode_tokens_per_s_per_seq <= 200 and h.bound == "memory"
     bw = get_hardware("a100-80gb").device_memory.bandwidth_bytes_per_s / \

@@ -139,12 +139,17 @@ def test_shipped_profiles_are_the_fresh_pooled_fit():
     # published_v2.csv must give the same parameters and the same leave-one-source-out residuals;
     # after an edit of the rows or the model this fails until the profiles are regenerated
     from llmbench.perfmodel import calibrate as cal
-    from llmbench.perfmodel.frameworks import TERMS_FILE
-    from llmbench.perfmodel.params import PROFILE_DIR, RESIDUALS_FILE
+    from llmbench.perfmodel.params import ENGINE_FIT_FILE, PROFILE_DIR, RESIDUALS_FILE, SIDE_FILES
 
-    fresh = {r["hardware"]: r for r in cal.calibrate_published(write=False)}
+    reports = cal.calibrate_published(write=False)
+    fresh = {r["hardware"]: r for r in reports if "hardware" in r}
     shipped = {f.stem: json.loads(f.read_text()) for f in PROFILE_DIR.glob("*.json")
-               if f.name not in (RESIDUALS_FILE, TERMS_FILE)}
+               if f.name not in SIDE_FILES}
+    engines = next(r["engines"] for r in reports if "engines" in r)
+    shipped_engines = json.loads((PROFILE_DIR / ENGINE_FIT_FILE).read_text())["engines"]
+    assert set(shipped_engines) == set(engines), "run `make profiles`"
+    for name, e in engines.items():
+        assert shipped_engines[name]["params"] == pytest.approx(e["params"], rel=1e-6), name
     assert set(shipped) == set(fresh), "run `make profiles` (llmbench calibrate --published --write-shipped)"
     for h, rep in fresh.items():
         assert set(shipped[h]["params"]) == set(rep["params"]), h
@@ -181,3 +186,35 @@ def test_a_rows_stated_kv_cache_precision_is_what_it_is_predicted_with():
     fp8, default = (V._infer(w, None, eng="vllm-rocm", kv=kv) for kv in ("fp8", None))
     assert fp8.kv_precision == "fp8" and default.kv_precision == "bf16"
     assert fp8.kv_cache_bytes == pytest.approx(default.kv_cache_bytes / 2, rel=1e-6)
+
+
+def test_predict_serves_with_the_engines_validate_fitted(cli):
+    # the shipped engine fit (profiles/engines.json, make profiles) is what predict runs: the same
+    # number as validate's in-sample fit for a row whose engine the fit moved most (vLLM's ROCm
+    # build: 0.40 of the bandwidth and 6.3 ms a step against its priors' 0.70 and 1 ms); before it
+    # shipped, predict printed 10.6 s where validate validated 25.8 s
+    row = _row("amdperf-mi300x-70b-tp8-b1-latency")
+    code, out, err = cli("predict", "infer", "--model", "llama-3.1-70b", "--hardware", "mi300x", "--devices", "8",
+                         "--tp", "8", "--batch", "1", "--seq", "128", "--gen-len", "2048", "--precision", "fp8",
+                         "--kv-precision", "fp8", "--json")
+    assert code == 0, err
+    pts, lin, fitted, _ = V.pooled_fit()
+    in_sample = V.predict_row(row, pooled.full(lin, fitted))
+    assert json.loads(out)["latency_s_p50"] == pytest.approx(in_sample, rel=1e-9)
+    # and every serving row as shipped (no params) is its in-sample prediction
+    full = pooled.full(lin, fitted)
+    for r in published_rows(PUBLISHED_V2_CSV):
+        if r["task"] == "infer" and V.predict_row(r, full) is not None:
+            assert V.predict_row(r) == pytest.approx(V.predict_row(r, full), rel=1e-9), r["id"]
+
+
+def test_a_bad_engine_fit_file_is_one_line(cli, tmp_path, monkeypatch):
+    from llmbench.perfmodel import serving
+
+    (tmp_path / "engines.json").write_text(json.dumps({"engines": {"vllm": {"params": {"step_overhead_s": -1}}}}))
+    monkeypatch.setenv("LLMBENCH_PROFILES", str(tmp_path))
+    serving._load_engines.cache_clear()
+    code, out, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm")
+    serving._load_engines.cache_clear()
+    serving.read_engine_fit.cache_clear()
+    assert code == 2 and "engines.vllm.params.step_overhead_s" in err and len(err.strip().splitlines()) == 1, err

@@ -31,8 +31,7 @@ from llmbench.errors import BadInput
 from llmbench.hardware import get_hardware
 from llmbench.point import Workload
 
-from .frameworks import TERMS_FILE
-from .params import PROFILE_DIR, RESIDUALS_FILE, load_profile, resolve_params
+from .params import ENGINE_FIT_FILE, PROFILE_DIR, RESIDUALS_FILE, SIDE_FILES, TERMS_FILE, load_profile, resolve_params
 
 #: parameters calibration may move, most influential first; bounds in natural units
 FIT_CANDIDATES = {
@@ -219,6 +218,10 @@ def calibrate_published(write: bool = True, only: str | None = None, ship: bool 
             write_profile(path, rep, SHIPPED_SOURCE, make_folder=not ship)
             rep["written"] = str(path)
         reports.append(rep)
+    if not only:
+        engines = engine_fit(lin, fitted)
+        reports.append({"engines": engines, **({"written": write_engine_fit(folder / ENGINE_FIT_FILE, engines,
+                                                                             make_folder=not ship)} if write else {})})
     if write and not only:
         reports.append({"residuals": write_residuals(folder / RESIDUALS_FILE, pts, loso, make_folder=not ship)})
         terms = write_frameworks(folder / TERMS_FILE, lin, fitted, make_folder=not ship)
@@ -295,10 +298,34 @@ def write_frameworks(path: Path, lin, fitted: dict, make_folder: bool = False) -
     return str(path)
 
 
+def engine_fit(lin, fitted: dict) -> dict:
+    """{engine: {"params": its fitted values, "rows": rows that fitted them, "sources": their sources}}
+    of the pooled fit (the serving rows that state an engine move its parameters: pooled.py)."""
+    out = {}
+    for name in sorted(lin.engine_priors):
+        mine = [i for i, e in enumerate(lin.engines) if e == name]
+        out[name] = {"params": dict(fitted[f"engine:{name}"]), "rows": len(mine),
+                     "sources": sorted({lin.sources[i] for i in mine})}
+    return out
+
+
+def write_engine_fit(path: Path, engines: dict, make_folder: bool = False) -> str:
+    """Write the fit's engine parameters beside the hardware profiles fitted with them (what
+    serving.load_engines lays over engines.toml's priors)."""
+    from .serving import _load_engines, read_engine_fit
+
+    _write_json(path, {"source": SHIPPED_SOURCE, "what": "serving-engine parameters of the pooled fit "
+                       "(pooled.py), fitted with the hardware profiles in this folder", "engines": engines},
+                make_folder)
+    _load_engines.cache_clear()
+    read_engine_fit.cache_clear()
+    return str(path)
+
+
 def _remove_stale(folder: Path, keep: set) -> None:
     """Shipped profiles of hardware the fit no longer covers would still be read: remove them."""
     for f in folder.glob("*.json"):
-        if f.name not in (RESIDUALS_FILE, TERMS_FILE) and f.stem not in keep:
+        if f.name not in SIDE_FILES and f.stem not in keep:
             f.unlink()
 
 

@@ -168,7 +168,11 @@ def memory_share(pred) -> str:
 def with_provenance(a, pred) -> dict:
     """pred.to_dict() with its calibration block and, for training, the MFU convention."""
     d = {**pred.to_dict(), "calibration": calibration_of(a, pred)}
-    if pred.workload.suite != "infer":
+    if pred.workload.suite == "infer":
+        from llmbench.perfmodel.provenance import engine_calibration
+
+        d["engine_calibration"] = engine_calibration(d["engine"])
+    else:
         d.update(mfu_causal=mfu_causal(pred), mfu_convention=MFU_CONVENTION, framework=framework_text(a))
     return d
 
@@ -275,10 +279,12 @@ def predict_infer_cmd(a) -> None:
     _record(a, pred, "llmbench predict infer")
     if a.json:
         return emit_json(with_provenance(a, pred))
+    from llmbench.perfmodel.provenance import engine_calibration, engine_text
+
     d, w, cal = pred.metrics(), pred.workload, calibration_of(a, pred)
     rows = [("prediction", f"infer {w.model} on {w.devices} x {w.hardware}, batch {w.batch}, "
                            f"prompt {w.seq_len}, gen {w.gen_len}, {w.precision}"),
-            ("engine", f"{d['engine']} ({kv_text(d)})"),
+            ("engine", f"{d['engine']} ({kv_text(d)}); {engine_text(engine_calibration(d['engine']))}"),
             ("layout", layout_text(w)), ("TTFT", fmt_time(d["time_to_first_token_s"])),
             ("decode tokens/s per seq", f"{d['decode_tokens_per_s_per_seq']:,.1f}"),
             ("tokens/s (batch)", f"{d['tokens_per_s']:,.1f} {band_text(cal)}"),
@@ -367,6 +373,13 @@ def calibrate_cmd(a) -> None:
             continue
         if "frameworks" in r:
             print(f"wrote {r['frameworks']} (the fitted framework terms: --framework)")
+            continue
+        if "engines" in r:
+            for name, e in r["engines"].items():
+                vals = ", ".join(f"{k}={v:.4g}" for k, v in e["params"].items())
+                print(f"engine {name:<9} rows {e['rows']:>3}  [{vals}]")
+            if r.get("written"):
+                print(f"  wrote {r['written']} (the serving engines as fitted: predict, serve and plan run them)")
             continue
         loo = "-" if r["loo_mean_abs_error"] is None else f"{r['loo_mean_abs_error']:.1%}"
         fitted = ", ".join(f"{k}={v:.4g}" for k, v in r["params"].items()) or "priors"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from .params import TERMS_FILE  # the shipped framework terms: calibrate --published writes them beside the profiles
+
 #: framework -> parameter overrides it implies (documented mechanisms, not fitted)
 FRAMEWORKS: dict[str, dict[str, float]] = {
     # Megatron-LM CoreAttention.forward (megatron/model/transformer.py): baddbmm writes the scores
@@ -64,8 +66,6 @@ SOURCE_FRAMEWORK: dict[str, str] = {
 #: frameworks that share one fitted efficiency term (the same code base at another version; the
 #: mechanism that differs is in FRAMEWORKS)
 TERM_GROUP: dict[str, str] = {}
-#: the shipped framework terms (calibrate --published writes them beside the profiles)
-TERMS_FILE = "frameworks.json"
 
 
 def framework_of(source: str) -> str | None:

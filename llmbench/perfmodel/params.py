@@ -100,6 +100,12 @@ def check_profile(data, path) -> dict:
 
 #: every row's leave-one-source-out error, written beside the profiles by calibrate --published
 RESIDUALS_FILE = "loso_residuals.json"
+#: the fit's framework terms (frameworks.py) and serving-engine parameters (serving.load_engines),
+#: written beside the profiles too
+TERMS_FILE = "frameworks.json"
+ENGINE_FIT_FILE = "engines.json"
+#: the files of a profile folder that are not a hardware's profile
+SIDE_FILES = (RESIDUALS_FILE, TERMS_FILE, ENGINE_FIT_FILE)
 
 
 def read_profile(path: Path) -> dict:
@@ -122,7 +128,7 @@ def _candidates(d: Path, name: str, own: bool) -> list[Path]:
     first = d / f"{name}.json"
     if first.exists() or not own or not d.is_dir():
         return [first] if first.exists() else []
-    return sorted(p for p in d.glob("*.json") if p.name not in (RESIDUALS_FILE, "frameworks.json"))
+    return sorted(p for p in d.glob("*.json") if p.name not in SIDE_FILES)
 
 
 @lru_cache(maxsize=64)

@@ -79,6 +79,27 @@ def calibration(hw_name: str, kind: str, task: str, tokens_per_s: float, profile
     return out
 
 
+def engine_calibration(name: str) -> dict:
+    """Where a serving prediction's engine parameters come from: the fit beside the profiles in
+    use (serving.ENGINE_FIT_FILE: its origin, the rows it was fitted on) or engines.toml's priors."""
+    from .serving import engine_fit_path, read_engine_fit
+
+    path = engine_fit_path()
+    fit = read_engine_fit(path)["engines"].get(name) if path else None
+    if not fit:
+        return {"engine": name, "origin": "priors (engines.toml)", "path": None, "fitted_on_rows": 0,
+                "sources": []}
+    return {"engine": name, "origin": origin_of(path), "path": path, "fitted_on_rows": fit.get("rows", 0),
+            "sources": fit.get("sources", [])}
+
+
+def engine_text(c: dict) -> str:
+    """'fitted on 23 rows from 4 sources (shipped)' or 'priors (engines.toml)'."""
+    if not c["fitted_on_rows"]:
+        return c["origin"]
+    return f"fitted on {c['fitted_on_rows']} rows from {len(c['sources'])} sources ({c['origin']})"
+
+
 def _short(v: float) -> str:
     for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if v >= div:

@@ -44,7 +44,7 @@ from llmbench._toml import tomllib
 from llmbench._xp import backend_for, is_scalar
 from llmbench.errors import BadInput
 from .moe import experts_hit
-from .params import resolve_params
+from .params import ENGINE_FIT_FILE, resolve_params  # ENGINE_FIT_FILE: the pooled fit's engines
 from .shapes import shape
 from .step import attn_peak, gemm_peak, ring
 
@@ -134,23 +134,64 @@ def release(eng: Engine, version: str | None) -> Engine:
     return replace(eng, **changes) if changes else eng
 
 
-#: Engine fields a fit may move (validate's engine fit; engines.toml [NAME.fitted])
+#: Engine fields a fit may move (validate's engine fit; shipped in profiles/engines.json)
 FITTED = ("bandwidth_fraction", "step_overhead_s", "prefill_efficiency", "request_overhead_s")
 
 
-def _engine(name: str, data: dict, fitted: bool) -> Engine:
-    body = {k: v for k, v in data.items() if k not in ("sources", "fitted")}
-    if fitted:
-        body.update({k: v for k, v in data.get("fitted", {}).items() if k in FITTED})
+def _engine(name: str, data: dict, fit: dict) -> Engine:
+    body = {k: v for k, v in data.items() if k != "sources"}
+    body.update({k: v for k, v in fit.items() if k in FITTED})
     return Engine(name=name, sources=dict(data.get("sources", {})), **body)
 
 
-@lru_cache(maxsize=2)
 def load_engines(fitted: bool = True) -> dict[str, Engine]:
-    """Every engine of engines.toml: its priors, with [NAME.fitted] over them when `fitted`."""
+    """Every engine of engines.toml: its priors, with the pooled fit's values over them when
+    `fitted` (ENGINE_FIT_FILE of the calibration in use: the one beside the hardware profiles
+    params.profile_dirs reads first), so a prediction runs the engines `validate` fitted."""
+    return _load_engines(engine_fit_path() if fitted else None)
+
+
+@lru_cache(maxsize=8)
+def _load_engines(fit_path: str | None) -> dict[str, Engine]:
     with open(ENGINES_FILE, "rb") as f:
         data = tomllib.load(f)
-    return {name: _engine(name, body, fitted) for name, body in data.items()}
+    fit = read_engine_fit(fit_path)["engines"] if fit_path else {}
+    return {name: _engine(name, body, fit.get(name, {}).get("params", {})) for name, body in data.items()}
+
+
+def engine_fit_path() -> str | None:
+    """ENGINE_FIT_FILE in the first profile folder that has one (a profile file: its folder)."""
+    from .params import profile_dirs
+
+    for d in profile_dirs():
+        f = (d.parent if d.is_file() else d) / ENGINE_FIT_FILE
+        if f.exists():
+            return str(f)
+    return None
+
+
+@lru_cache(maxsize=8)
+def read_engine_fit(path: str) -> dict:
+    """What calibrate.write_engine_fit writes: {"engines": {name: {"params": {FITTED name: a
+    positive finite number}, "rows": n, "sources": [...]}}}; else BadInput naming the file and key."""
+    import math
+
+    from llmbench._files import read_small_json
+
+    data = read_small_json(path, "engine fit")
+    engines = data.get("engines") if isinstance(data, dict) else None
+    if not isinstance(engines, dict):
+        raise BadInput(f"engine fit {path}: must be a JSON object with an 'engines' object")
+    for name, e in engines.items():
+        ps = e.get("params") if isinstance(e, dict) else None
+        if not isinstance(ps, dict):
+            raise BadInput(f"engine fit {path}: engines.{name}.params must be an object")
+        for k, v in ps.items():
+            ok = k in FITTED and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            if not ok:
+                raise BadInput(f"engine fit {path}: engines.{name}.params.{k} must be one of "
+                               f"{', '.join(FITTED)} with a positive finite number, got {v!r}")
+    return data
 
 
 def engine_names() -> tuple[str, ...]:

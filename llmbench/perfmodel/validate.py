@@ -329,7 +329,16 @@ def with_framework(row: dict, w: Workload, params: dict | None) -> dict | None:
     terms = params.get(FRAMEWORK_KEY, {}) if params else F.shipped_terms()
     h = w.hardware
     base = (params or {}).get(h) or resolve_params(get_hardware(h))
-    return {**(params or {}), h: F.apply(base, fw, terms)}
+    return {**(params or shipped_engines()), h: F.apply(base, fw, terms)}
+
+
+def shipped_engines() -> dict:
+    """{"engine:NAME": its fitted parameters} as shipped (serving.load_engines), in the form a
+    fit's params carry them (row_engine_params)."""
+    from .serving import FITTED, load_engines
+
+    return {f"engine:{n}": {k: getattr(e, k) for k in FITTED if getattr(e, k) is not None}
+            for n, e in load_engines().items()}
 
 
 #: a serving row that states no prompt or output length: 128 each (the per-user speed rows of
@@ -540,7 +549,7 @@ def by_group(rows: list[dict], key: str) -> dict:
 
 
 def engines_fitted(fitted: dict) -> dict:
-    """{engine: fitted parameters} of the pooled fit on every row (engines.toml [NAME.fitted])."""
+    """{engine: fitted parameters} of the pooled fit on every row (shipped: profiles/engines.json)."""
     return {k.split(":", 1)[1]: v for k, v in sorted(fitted.items()) if k.startswith("engine:")}
 
 
