@@ -39,6 +39,21 @@ def test_serve_json_has_benchmark_serving_keys(capsys):
     assert d["median_ttft_ms"] < d["p99_ttft_ms"] and d["kv_cache_utilization"] > 0
 
 
+def test_serve_says_which_calibration_its_step_model_ran(capsys):
+    """The hardware profile and the engine fit (profiles/engines.json) the simulation used, as
+    predict prints them: the rows each was fitted on and where it was read."""
+    from llmbench.perfmodel.params import ENGINE_FIT_FILE, PROFILE_DIR
+
+    d = _json(capsys, "serve", "--model", "llama-3.1-8b", "--hardware", "mi300x", "--rate", "2", "--requests", "20")
+    shipped = json.loads((PROFILE_DIR / ENGINE_FIT_FILE).read_text())["engines"]["vllm-rocm"]
+    c = d["calibration"]
+    assert c["engine"]["engine"] == d["engine"] == "vllm-rocm" and c["engine"]["origin"] == "shipped"
+    assert c["engine"]["fitted_on_rows"] == shipped["rows"] > 0 and c["hardware"]["profile"] == "mi300x"
+    code, out, _ = _run(capsys, "serve", "--model", "llama-3.1-8b", "--hardware", "mi300x", "--rate", "2",
+                        "--requests", "20")
+    assert code == 0 and f"engine vllm-rocm fitted on {shipped['rows']} rows" in out
+
+
 def test_serve_sweep_latency_rises_with_rate(capsys):
     d = _json(capsys, "serve", "--model", "llama-3.1-8b", "--hardware", "a100-80gb", "--rate", "1,40",
               "--requests", "300", "--max-num-seqs", "32")

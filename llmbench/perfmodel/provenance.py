@@ -93,6 +93,22 @@ def engine_calibration(name: str) -> dict:
             "sources": fit.get("sources", [])}
 
 
+def serving_calibration(hw_name: str, engine_name: str) -> dict:
+    """The calibration of a simulated deployment (llmbench serve): the hardware's profile (its
+    origin, the rows it was fitted on) and the engine's (engine_calibration)."""
+    path, prof = find_profile(hw_name)
+    return {"hardware": {"profile": Path(path).stem if path else None, "origin": origin_of(path),
+                         "fitted_on_rows": prof.get("points", 0), "sources": prof.get("sources", [])},
+            "engine": engine_calibration(engine_name)}
+
+
+def serving_calibration_text(c: dict) -> str:
+    """'h100-sxm (shipped), fitted on 95 rows; engine trtllm fitted on 79 rows from 9 sources (shipped)'."""
+    h, e = c["hardware"], c["engine"]
+    hw = f"{h['profile']} ({h['origin']}), fitted on {h['fitted_on_rows']} rows" if h["profile"] else h["origin"]
+    return f"{hw}; engine {e['engine']} {engine_text(e)}"
+
+
 def engine_text(c: dict) -> str:
     """'fitted on 23 rows from 4 sources (shipped)' or 'priors (engines.toml)'."""
     if not c["fitted_on_rows"]:

@@ -219,6 +219,8 @@ def record(res: dict, load, db) -> str:
 
 
 def _print_header(r: dict, d, sweep: bool = False) -> None:
+    from llmbench.perfmodel.provenance import serving_calibration_text
+
     s = r["scheduler"]
     lay = f"tp {r['tp']} x pp {r['pp']}" + (f", {r['mode']}" if r["mode"] != "resident" else "")
     pairs([("serve", f"{r['model']} on {r['devices']} x {r['hardware']} ({r['replicas']} replica(s) of {lay}), "
@@ -226,7 +228,8 @@ def _print_header(r: dict, d, sweep: bool = False) -> None:
            ("engine", f"{r['engine']}: {s['policy']} batching, max {s['max_num_seqs']} seqs, "
                       f"{s['max_batched_tokens']:,} tokens/step, KV {r['kv_precision']} in {s['block_tokens']}-token "
                       f"blocks, {r['kv_capacity_tokens']:,} tokens per replica"),
-           ("requests", _load_text(r, sweep))])
+           ("requests", _load_text(r, sweep)),
+           ("calibration", serving_calibration_text(r["calibration"]))])
 
 
 def _load_text(r: dict, sweep: bool = False) -> str:

@@ -113,7 +113,10 @@ def run(d: Deployment, load: Load, slo: Slo | None = None, trace: tr.Trace | Non
 
 
 def describe(d: Deployment, sm, sched: Scheduler, load: Load, trace: tr.Trace, slo: Slo | None) -> dict:
-    """The configuration that ran, resolved (the engine's defaults filled in)."""
+    """The configuration that ran, resolved (the engine's defaults filled in), and where the step
+    model's parameters come from (provenance.serving_calibration)."""
+    from llmbench.perfmodel.provenance import serving_calibration
+
     devices = sm.tp * sm.pp * sched.replicas
     return {"model": d.model, "hardware": d.hardware, "devices": devices, "tp": sm.tp, "pp": sm.pp,
             "replicas": sched.replicas, "precision": sm.precision, "kv_precision": sm.kv_precision,
@@ -121,7 +124,8 @@ def describe(d: Deployment, sm, sched: Scheduler, load: Load, trace: tr.Trace, s
             "scheduler": asdict(sched), "request_rate": load.rate_per_s if load.trace is None else None,
             "burstiness": load.burstiness, "max_concurrency": load.max_concurrency,
             "trace": trace.describe(),
-            "slo": None if slo is None or not slo.given() else asdict(slo)}
+            "slo": None if slo is None or not slo.given() else asdict(slo),
+            "calibration": serving_calibration(d.hardware, sm.engine.name)}
 
 
 def result_row(res: dict, load: Load) -> dict:
@@ -134,7 +138,8 @@ def result_row(res: dict, load: Load) -> dict:
              "scheduler": res["scheduler"], "request_rate": res["request_rate"], "burstiness": load.burstiness,
              "max_concurrency": load.max_concurrency, "trace": res["trace"]["source"],
              "requests": res["trace"]["requests"], "slo": res["slo"]}
-    metrics = {k: v for k, v in res.items() if k not in point and k not in ("_sim", "trace", "scheduler", "key")}
+    metrics = {k: v for k, v in res.items()
+               if k not in point and k not in ("_sim", "trace", "scheduler", "key", "calibration")}
     per_request = {k: getattr(rec, k).tolist() for k in
                    ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
     return {"point": point, "source": "predicted", "status": "ok", "metrics": metrics,
