@@ -171,8 +171,9 @@ def measured(model, trace, cfg: EngineConfig):
 def step_check(replay, sm, sim_steps: int) -> dict:
     """A diagnostic, fitted on nothing: the replay's own steps timed by the runtime against the
     step model's time for the same shapes (the level's calibrated model), decode-only steps and
-    steps with prompts apart; and the share of the replay the engine spent outside its steps
-    (scheduling, bookkeeping, waiting for arrivals)."""
+    steps with prompts apart (the median ratio, and the ratio of the sums: a tail of slow steps
+    moves the second, and TPOT with it); and the share of the replay the engine spent outside
+    its steps (scheduling, bookkeeping, waiting for arrivals)."""
     log = replay.step_log
     col = lambda f: np.array([getattr(r, f) for r in log], dtype=float)  # noqa: E731
     meas = col("time_s")
@@ -183,12 +184,15 @@ def step_check(replay, sm, sim_steps: int) -> dict:
                      prefill_seqs=col("prefill_seqs"), prefill_attn_pairs=col("prefill_attn_pairs"))
     dec = col("prefill_tokens") == 0
     ratio = lambda m: float(np.median(meas[m] / pred[m])) if m.any() else float("nan")  # noqa: E731
+    total = lambda m: float(meas[m].sum() / pred[m].sum()) if m.any() else float("nan")  # noqa: E731
     out = {"runtime_steps": len(log), "sim_steps": sim_steps, "decode_steps_ratio": ratio(dec),
-           "prefill_steps_ratio": ratio(~dec), "steps_share": float(meas.sum() / replay.duration_s),
+           "prefill_steps_ratio": ratio(~dec), "decode_steps_total_ratio": total(dec),
+           "prefill_steps_total_ratio": total(~dec), "steps_share": float(meas.sum() / replay.duration_s),
            "mean_decode_seqs": float(col("decode_seqs")[dec].mean()) if dec.any() else 0.0}
     print(f"  the replay's own steps: {out['runtime_steps']} (simulator {sim_steps}); measured / step model, median: "
           f"decode-only steps {out['decode_steps_ratio']:.2f} (mean {out['mean_decode_seqs']:.1f} sequences), "
-          f"steps with prompts {out['prefill_steps_ratio']:.2f}; steps take {out['steps_share']:.0%} of the replay")
+          f"steps with prompts {out['prefill_steps_ratio']:.2f}; summed: {out['decode_steps_total_ratio']:.2f} and "
+          f"{out['prefill_steps_total_ratio']:.2f}; steps take {out['steps_share']:.0%} of the replay")
     return out
 
 
