@@ -206,8 +206,12 @@ def test_calibration_steps_are_timed_per_shape():
 
     shapes = [(3, 10, 0, 0), (0, 0, 12, 2), (2, 5, 7, 1)]
     n = max(static_step_blocks(b, c, p, 4, k) for b, c, p, k in shapes)
-    times = time_static_steps(StepRunner(build_model(MODELS["gpt"]()).eval(), n, 4), shapes, repeats=2)
+    runner = StepRunner(build_model(MODELS["gpt"]()).eval(), n, 4)
+    times = time_static_steps(runner, shapes, repeats=2)
     assert len(times) == 3 and all(t > 0 for t in times)
+    assert len(time_static_steps(runner, shapes, repeats=2, stat="mean")) == 3
+    with pytest.raises(ValueError, match="median' or 'mean"):
+        time_static_steps(runner, shapes, repeats=1, stat="p90")
 
 
 @pytest.mark.parametrize("policy", ["continuous", "chunked"])

@@ -561,12 +561,16 @@ def measure_serve(spec, trace, cfg: EngineConfig = EngineConfig(), *, device: st
     return replay, info
 
 
-def time_static_steps(runner: StepRunner, shapes, *, repeats: int = 3) -> list[float]:
-    """Median wall time (s) of each engine step `shapes` names: (decode sequences, cached tokens
-    each, prompt tokens, prompts): that many decodes over that context plus that many fresh
-    prompts. The calibration sweep the simulator's step model is fitted on, timed by this runtime.
-    The shapes are timed in turn, round after round (a serving engine rarely runs one shape twice
-    in a row: new shapes cost allocations and kernel choices), after one untimed round."""
+def time_static_steps(runner: StepRunner, shapes, *, repeats: int = 3, stat: str = "median") -> list[float]:
+    """Wall time (s) of each engine step `shapes` names: (decode sequences, cached tokens each,
+    prompt tokens, prompts): that many decodes over that context plus that many fresh prompts. The
+    calibration sweep the simulator's step model is fitted on, timed by this runtime. The shapes
+    are timed in turn, round after round (a serving engine rarely runs one shape twice in a row:
+    new shapes cost allocations and kernel choices), after one untimed round. stat: the median of
+    the `repeats` timings (the typical step) or their mean (with the tail of slow steps a replay
+    pays, which TPOT and throughput average in)."""
+    if stat not in ("median", "mean"):
+        raise ValueError(f"stat must be 'median' or 'mean', got {stat!r}")
     plans = [_static_plan(runner.block_tokens, *shape) for shape in shapes]
     times = [[] for _ in plans]
     for round_ in range(repeats + 1):
@@ -575,7 +579,7 @@ def time_static_steps(runner: StepRunner, shapes, *, repeats: int = 3) -> list[f
             runner.step(plan)
             if round_:
                 ts.append(time.perf_counter() - t0)
-    return [float(np.median(ts)) for ts in times]
+    return [float(np.median(ts) if stat == "median" else np.mean(ts)) for ts in times]
 
 
 def _static_plan(bt: int, decode_seqs: int, context_tokens: int, prompt_tokens: int, prompts: int):
