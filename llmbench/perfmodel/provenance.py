@@ -67,8 +67,7 @@ def calibration(hw_name: str, kind: str, task: str, tokens_per_s: float, profile
     folder = str(Path(path).parent) if path else str(PROFILE_DIR)
     errs, scope = comparable(residuals(folder), hw_name, kind, task)
     med = _pct([abs(e) for e in errs], 0.5) if errs else None
-    out = {"profile": Path(path).stem if path else None, "origin": origin, "path": path,
-           "fitted_on_rows": prof.get("points", 0), "sources": prof.get("sources", []),
+    out = {**_profile_block(path, prof, origin),
            "status": prof.get("status", "no profile: the catalog's and the kind's priors"),
            "loso_scope": scope if prof else f"uncalibrated priors; band of {scope} rows",
            "loso_median_abs_error": med, "band": "leave-one-source-out p10-p90", "band_rows": len(errs),
@@ -77,6 +76,12 @@ def calibration(hw_name: str, kind: str, task: str, tokens_per_s: float, profile
         out["tokens_per_s_low"] = tokens_per_s / (1.0 + _pct(errs, 0.9))
         out["tokens_per_s_high"] = tokens_per_s / (1.0 + _pct(errs, 0.1))
     return out
+
+
+def _profile_block(path: str | None, prof: dict, origin: str) -> dict:
+    """A hardware profile as a calibration block names it: which, from where, fitted on what."""
+    return {"profile": Path(path).stem if path else None, "origin": origin, "path": path,
+            "fitted_on_rows": prof.get("points", 0), "sources": prof.get("sources", [])}
 
 
 def engine_calibration(name: str) -> dict:
@@ -97,9 +102,7 @@ def serving_calibration(hw_name: str, engine_name: str) -> dict:
     """The calibration of a simulated deployment (llmbench serve): the hardware's profile (its
     origin, the rows it was fitted on) and the engine's (engine_calibration)."""
     path, prof = find_profile(hw_name)
-    return {"hardware": {"profile": Path(path).stem if path else None, "origin": origin_of(path),
-                         "fitted_on_rows": prof.get("points", 0), "sources": prof.get("sources", [])},
-            "engine": engine_calibration(engine_name)}
+    return {"hardware": _profile_block(path, prof, origin_of(path)), "engine": engine_calibration(engine_name)}
 
 
 def serving_calibration_text(c: dict) -> str:
