@@ -23,25 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
+from llmbench.measure import device as dev
 from llmbench.models import get_model
 from llmbench.models.counting import param_breakdown
 from llmbench.streaming.store import AdamConfig, _adamw_into
 
+CPU = torch.device("cpu")
 
-def _median_s(fn, repeats: int, sync=None) -> float:
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        ts.append(time.perf_counter() - t0)
-    return float(statistics.median(ts))
+
+def _median_s(fn, repeats: int, device: torch.device = CPU) -> float:
+    """Median seconds of fn after one warm-up call (measure/device.time_fn: synchronised on a GPU)."""
+    times, _ = dev.time_fn(fn, device, repeats=repeats, warmup=1)
+    return float(statistics.median(times))
 
 
 def host_copy_gbs(repeats: int) -> float:
@@ -74,9 +70,9 @@ def link_s(n_bytes: int, repeats: int) -> dict:
         return {"h2d_s": None, "d2h_s": None}
     h = torch.empty(n_bytes, dtype=torch.uint8).pin_memory()
     d = torch.empty(n_bytes, dtype=torch.uint8, device="cuda")
-    sync = torch.cuda.synchronize
-    return {"h2d_s": _median_s(lambda: d.copy_(h, non_blocking=True), repeats, sync),
-            "d2h_s": _median_s(lambda: h.copy_(d, non_blocking=True), repeats, sync)}
+    gpu = torch.device("cuda")
+    return {"h2d_s": _median_s(lambda: d.copy_(h, non_blocking=True), repeats, gpu),
+            "d2h_s": _median_s(lambda: h.copy_(d, non_blocking=True), repeats, gpu)}
 
 
 def main() -> None:
