@@ -209,9 +209,25 @@ def test_calibration_steps_are_timed_per_shape():
     runner = StepRunner(build_model(MODELS["gpt"]()).eval(), n, 4)
     times = time_static_steps(runner, shapes, repeats=2)
     assert len(times) == 3 and all(t > 0 for t in times)
-    assert len(time_static_steps(runner, shapes, repeats=2, stat="mean")) == 3
     with pytest.raises(ValueError, match="median' or 'mean"):
         time_static_steps(runner, shapes, repeats=1, stat="p90")
+
+
+def test_calibration_steps_median_or_mean_of_their_timings(monkeypatch):
+    """stat: the median of a shape's timings drops a slow one, the mean keeps it (a clock that
+    makes the three timed steps take 1, 1 and 10 s)."""
+    from types import SimpleNamespace
+
+    import llmbench.measure.serve as ms
+
+    def clock(durations):  # the untimed first round reads the clock once, a timed one twice
+        ticks = iter([0.0] + [t for d in durations for t in (0.0, d)])
+        monkeypatch.setattr(ms.time, "perf_counter", lambda: next(ticks))
+
+    runner = SimpleNamespace(block_tokens=4, step=lambda plan: None)
+    for stat, want in (("median", 1.0), ("mean", 4.0)):
+        clock([1.0, 1.0, 10.0])
+        assert ms.time_static_steps(runner, [(1, 3, 0, 0)], repeats=3, stat=stat) == [pytest.approx(want)]
 
 
 @pytest.mark.parametrize("policy", ["continuous", "chunked"])
