@@ -380,9 +380,9 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
         return float(infer(w).devices)
     open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
     rate = float(row.get("request_rate") or 0)
-    if metric == "time_to_first_token_s" and (open_batch or rate):  # a server's request: its own prefill
-        return infer(w.with_(batch=1)).time_to_first_token_s  # (queueing not modelled)
     server = "server" in (row.get("metric_kind") or "")
+    if metric == "time_to_first_token_s" and (open_batch or rate):
+        return _ttft_open(w, row, params, infer, eng, ver, kv, rate, server)
     if metric == "decode_tokens_per_s_per_seq" and open_batch and not (rate or server):  # a user's speed
         return infer(w.with_(batch=1)).decode_tokens_per_s_per_seq
     if rate:
@@ -397,6 +397,23 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
         beams = ASSUME.get(row["id"], {}).get("beams", 1)
         return r.tokens_per_s / max(r.workload.gen_len, 1) / beams
     return getattr(r, metric)
+
+
+def _ttft_open(w: Workload, row: dict, params, infer, eng: str, ver, kv, rate: float, server: bool) -> float:
+    """TTFT of one request to a server. Idle (no load stated): its own prefill. Under a server
+    scenario's load (continuous batching at the concurrency the row's TPOT is predicted at: Little's
+    law at its rate, else the offline batch): the request first waits out the decode step in
+    flight, half a step at the median for Poisson arrivals, then its prefill runs, in a step of its
+    own, or, where the engine mixes prompts into the running batch's steps (chunked prefill,
+    Engine.chunked_prefill_tokens > 0), in a step that also decodes that batch. Queueing behind
+    other prompts is not modelled (a server below saturation)."""
+    alone = infer(w.with_(batch=1)).time_to_first_token_s
+    if not server:
+        return alone
+    busy = infer(w.with_(batch=server_batch(w, rate, eng, version=ver, kv=kv))) if rate else infer(w, offline=True)
+    step = 1.0 / busy.decode_tokens_per_s_per_seq
+    mixed = row_engine_params(eng, params, ver).chunked_prefill_tokens > 0
+    return alone + step * (0.5 + mixed)
 
 
 #: server-scenario concurrency chosen (workload repr -> batch), under the priors, like _BATCHES
