@@ -72,7 +72,8 @@ def _path(d: dict, path: str):
 
 def predict_metrics(base: dict, over: dict | None = None, *, unfit: bool = False) -> dict:
     """A prediction's metrics; inference too gets energy and cost per token (catalog power_w and
-    price_per_device_hour_usd x devices over tokens/s), as training predictions carry them.
+    price_per_device_hour_usd x devices over tokens/s), as training predictions carry them;
+    training also executed_flops_per_step (executed TFLOP/s x step time x devices).
     unfit=True: a workload no layout fits gives its plain layout's metrics (fits False) instead
     of the refusal (a claim about memory growth, not speed)."""
     from llmbench.hardware import get_hardware
@@ -85,6 +86,8 @@ def predict_metrics(base: dict, over: dict | None = None, *, unfit: bool = False
         m["energy_j_per_token"] = hw.power_w * n / tps if hw.power_w else None
         price = hw.price_per_device_hour_usd
         m["cost_usd_per_token"] = price * n / 3600.0 / tps if price else None
+    if m.get("executed_tflops") is not None and m.get("step_time_s"):  # FLOPs one step executes, all devices
+        m["executed_flops_per_step"] = m["executed_tflops"] * 1e12 * m["step_time_s"] * n
     return m
 
 
