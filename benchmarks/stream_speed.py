@@ -7,9 +7,10 @@
 1. The point, in ONE process (so other load on a shared machine hits every side): `measure train`
    (measure/suites.run_workload) on the Workload, then `run_compare` on the same Workload: its
    resident side is measure train's trainer, interleaved step by step with the streamed side
-   (`--warmup-steps` pairs, then `--steps` timed pairs). Prints measure's tokens/s, the resident
-   side's (issue 19: within 10%), streamed/resident (median of the per-pair ratios, p10-p90), the
-   largest relative loss difference and the per-phase time of a streamed step.
+   (`--warmup-steps` pairs, then `--steps` timed pairs), then `measure train` again. Prints
+   measure's tokens/s before and after, the resident side's (issue 19: within 10%),
+   streamed/resident (median of the per-pair ratios, p10-p90), the largest relative loss
+   difference and the per-phase time of a streamed step.
 2. The curve: the same ratio against tokens per step (batch varied at --curve-seq), next to the
    ratio `perfmodel` predicts in its weight_streaming mode for the same model on this machine
    (`get_hardware(--hardware)`) and its predicted crossover (`streaming_crossover_tokens`).
@@ -56,7 +57,7 @@ def measure_point(w, a) -> dict:
     from llmbench.measure.options import RunOptions
     from llmbench.measure.suites import run_workload
 
-    _, res = run_workload(w, RunOptions(device=a.device, steps=a.measure_steps, warmup_steps=1))
+    _, res = run_workload(w, RunOptions(device=a.device, steps=a.measure_steps))  # measure train's own warm-up
     if res["status"] != "ok":
         raise SystemExit(f"measure train failed: {res['error']}")
     return res["metrics"]
@@ -88,10 +89,14 @@ def main() -> None:
     w, opts = workload_and_options(**base, batch=a.batch, seq=a.seq, steps=a.steps, warmup_steps=a.warmup_steps)
     measured = measure_point(w, a)
     point = run_compare(w, opts)
+    after = measure_point(w, a)  # again after the compare: the machine's speed can move meanwhile
     point["measure_train_tokens_per_s"] = measured["tokens_per_s"]
+    point["measure_train_tokens_per_s_after"] = after["tokens_per_s"]
+    res = point["resident_tokens_per_s"]
     print(f"point: {point['model']} L={point['n_layers']} d={point['d_model']} tokens/step={point['tokens_per_step']}: "
-          f"measure train {measured['tokens_per_s']:,.1f} tok/s; compare's resident side "
-          f"{point['resident_tokens_per_s']:,.1f} tok/s ({point['resident_tokens_per_s'] / measured['tokens_per_s'] - 1:+.1%}), "
+          f"measure train {measured['tokens_per_s']:,.1f} tok/s before, {after['tokens_per_s']:,.1f} after; "
+          f"compare's resident side {res:,.1f} tok/s ({res / measured['tokens_per_s'] - 1:+.1%} / "
+          f"{res / after['tokens_per_s'] - 1:+.1%}), "
           f"streamed {point['streamed_tokens_per_s']:,.1f} tok/s; streamed/resident {point['ratio']:.3f} "
           f"(p10 {point['ratio_p10']:.3f}, p90 {point['ratio_p90']:.3f}, {point['pairs']} pairs); "
           f"max rel loss diff {point['max_rel_loss_diff']:.1e}")
