@@ -61,7 +61,7 @@ def main() -> None:
     from llmbench.errors import BadInput
     from llmbench.measure import device as dev
     from llmbench.models.counting import param_count
-    from llmbench.streaming import memory
+    from llmbench.measure import hostmem as memory
     from llmbench.streaming.config import StreamRun, workload_and_options
 
     budget = int(a.device_memory_budget) if a.device_memory_budget else None
@@ -106,7 +106,7 @@ def check_disk(path: Path, store_bytes: int, margin: float) -> None:
 
 
 def train(w, opts, params: int) -> dict:
-    from llmbench.streaming import memory
+    from llmbench.measure import hostmem as memory
     from llmbench.streaming.run import run_train
 
     t0 = time.time()

@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--out", default="docs/results/stream_compare_memory_cpu.json")
     a = ap.parse_args()
 
-    from llmbench.streaming import memory
+    from llmbench.measure import hostmem as memory
     from llmbench.streaming.config import workload_and_options
 
     cfg = workload_and_options(model=a.model, batch=a.batch, seq=a.seq, steps=a.steps)

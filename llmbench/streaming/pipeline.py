@@ -217,7 +217,7 @@ def run_pipeline(cfg: PipelineConfig) -> dict:
 def _memory(device) -> dict:
     """Peak memory of this stage: the device's allocator peaks, or the process's VmHWM on CPU."""
     from llmbench.measure import device as dev
-    from llmbench.streaming.memory import peak_rss_bytes
+    from llmbench.measure.hostmem import peak_rss_bytes
 
     return {"peak_rss_bytes": peak_rss_bytes()} if device.type == "cpu" else dev.memory_stats(device)
 

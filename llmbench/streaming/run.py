@@ -23,7 +23,7 @@ import time
 from llmbench.errors import BadInput
 from llmbench.footprint import STORE_SLOTS
 from llmbench.streaming.config import StreamOptions, StreamRun, check_causal_lm
-from llmbench.streaming.memory import bound_heap, peak_rss_bytes
+from llmbench.measure.hostmem import bound_heap, peak_rss_bytes
 from llmbench.streaming.trainers import StreamedTrainer, check_resident_fits, make_batch
 
 #: the executor's per-step phase times (s) that `--json` reports, and what each one is
@@ -79,7 +79,8 @@ def run_train(w, opts: StreamOptions) -> dict:
     cfg = StreamRun.of(w, opts, world)
     spec = w.spec()
     check_causal_lm(spec)
-    bound_heap()
+    if opts.store.kind == "disk":  # host RAM is the scarce resource (measure/hostmem)
+        bound_heap()
     comm = None
     if world > 1:
         from llmbench.streaming.comm import SwarmComm
@@ -220,7 +221,6 @@ def run_compare(w, opts: StreamOptions) -> dict:
     cfg = StreamRun.of(w, opts, 1)
     spec = w.spec()
     check_causal_lm(spec)
-    bound_heap()
     n = opts.warmup_steps + opts.steps
     batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(n)]
     check_resident_fits(spec, cfg, device)  # before allocating: the resident side is the larger

@@ -119,7 +119,7 @@ def resident_bytes_estimate(spec, *, batch: int, seq: int, precision: str = "fp3
 def free_memory_bytes(device) -> int | None:
     """Memory that can still be allocated on `device`: MemAvailable on the CPU, the driver's free
     bytes on an accelerator (None where unknown)."""
-    from llmbench.streaming.memory import available_bytes
+    from llmbench.measure.hostmem import available_bytes
 
     if device.type == "cpu":
         return available_bytes()
