@@ -120,3 +120,32 @@ def test_reuse_heap_serves_a_step_its_freed_blocks_again_and_bound_heap_does_not
         got[policy] = int(r.stdout.split()[-1])
     assert got["bound_heap"] >= 10 * 40000, got
     assert got["reuse_heap"] <= 0.1 * got["bound_heap"], got
+
+
+def test_a_cpu_stream_run_bounds_the_heap_where_one_heap_would_not_fit(monkeypatch):
+    """hostmem.heap_for reuses only with REUSE_HEADROOM x the estimate available. On this 24 GiB
+    host (~22.8 GB available): GPT-2 small's compare at 8 x 256 reuses (peak 10.4-10.5 GB measured
+    with reuse_heap), GPT-2 medium's at 16 x 256 is bounded (22.2 GiB with bound_heap; killed for
+    memory at 24.3 GB with reuse_heap)."""
+    import torch
+
+    from llmbench.measure import hostmem
+    from llmbench.streaming import run
+    from llmbench.streaming.config import StreamRun
+    from llmbench.streaming.config import workload_and_options as S
+    from llmbench.streaming.trainers import resident_bytes_estimate
+
+    calls = []
+    monkeypatch.setattr(hostmem, "reuse_heap", lambda: calls.append("reuse") or True)
+    monkeypatch.setattr(hostmem, "bound_heap", lambda: calls.append("bound") or True)
+    monkeypatch.setattr(run, "bound_heap", hostmem.bound_heap)
+    monkeypatch.setattr(hostmem, "available_bytes", lambda: int(22.8e9))
+    got = {}
+    for model, batch in (("gpt2-small", 8), ("gpt2-medium", 16)):
+        w, opts = S(model=model, batch=batch, seq=256, precision="fp32")
+        cfg, spec = StreamRun.of(w, opts), w.spec()
+        state = resident_bytes_estimate(spec, batch=batch, seq=256)["state"]
+        got[model] = run._host_heap(spec, cfg, torch.device("cpu"), "ram", also=state)
+    assert got == {"gpt2-small": "reuse", "gpt2-medium": "bound"}
+    assert run._host_heap(spec, cfg, torch.device("cpu"), "disk") == "bound"
+    assert calls == ["reuse", "bound", "bound"]

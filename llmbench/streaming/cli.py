@@ -31,9 +31,10 @@ RESIZE = {"layers": "n_layers", "width": "d_model (d_ff follows)", "heads": "n_h
 TRAIN_KEYS = ["model", "params", "world_size", "batch", "micro_batch", "tokens_per_s", "step_time_s",
               "streamed_bytes_per_step", "streamed_fraction_of_dense", "exposed_stream_s_per_step",
               "optimizer_s_per_step", "exposed_optimizer_s_per_step", "device_weight_bytes_peak",
-              "layer_weight_bytes", "embedding_weight_bytes", "store_bytes"]
+              "layer_weight_bytes", "embedding_weight_bytes", "store_bytes", "host_heap"]
 COMPARE_KEYS = ["model", "tokens_per_step", "pairs", "resident_tokens_per_s", "streamed_tokens_per_s", "ratio",
-                "ratio_p10", "ratio_p90", "max_rel_loss_diff", "device_weight_bytes_peak", "layer_weight_bytes"]
+                "ratio_p10", "ratio_p90", "max_rel_loss_diff", "device_weight_bytes_peak", "layer_weight_bytes",
+                "host_heap"]
 
 
 def register(cli) -> None:

@@ -22,9 +22,9 @@ import time
 
 from llmbench.errors import BadInput
 from llmbench.footprint import STORE_SLOTS
+from llmbench.measure.hostmem import bound_heap, heap_for, peak_rss_bytes
 from llmbench.streaming.config import StreamOptions, StreamRun, check_causal_lm
-from llmbench.measure.hostmem import bound_heap, peak_rss_bytes
-from llmbench.streaming.trainers import StreamedTrainer, check_resident_fits, make_batch
+from llmbench.streaming.trainers import StreamedTrainer, check_resident_fits, device_bytes_estimate, make_batch
 
 #: the executor's per-step phase times (s) that `--json` reports, and what each one is
 PHASES = {"fetch_s": "loader thread: store -> device copies (overlapped with compute unless exposed)",
@@ -79,8 +79,7 @@ def run_train(w, opts: StreamOptions) -> dict:
     cfg = StreamRun.of(w, opts, world)
     spec = w.spec()
     check_causal_lm(spec)
-    if opts.store.kind == "disk":  # host RAM is the scarce resource (measure/hostmem)
-        bound_heap()
+    heap = _host_heap(spec, cfg, device, opts.store.kind)
     comm = None
     if world > 1:
         from llmbench.streaming.comm import SwarmComm
@@ -92,7 +91,7 @@ def run_train(w, opts: StreamOptions) -> dict:
     finally:
         tr.close()
     out = _train_metrics(tr, spec, cfg, losses, times, world, device, param_count(spec))
-    out["workload"] = w.to_dict()
+    out.update(workload=w.to_dict(), host_heap=heap)
     if comm is not None and cfg.check_ranks:
         per_rank = comm.gather_objects(digests)
         out["rank_digests"] = per_rank
@@ -101,6 +100,21 @@ def run_train(w, opts: StreamOptions) -> dict:
         comm.close()
     out["rank"] = rank
     return out
+
+
+def _host_heap(spec, cfg, device, store: str, also: int = 0) -> str:
+    """The host heap's policy for a stream run (measure/hostmem): bounded with a disk store (host
+    RAM is what that tier saves) or, on a CPU, where the run's estimated peak (the streamed step
+    and its RAM store, plus `also`: the resident state of a compare) leaves too little room for
+    what one heap keeps; reusing otherwise."""
+    if store == "disk":
+        bound_heap()
+        return "bound"
+    if device.type != "cpu":
+        return "reuse"
+    est = device_bytes_estimate(spec, batch=cfg.batch, seq=cfg.seq, prefetch=cfg.prefetch,
+                                recompute=cfg.recompute, precision=cfg.precision)
+    return heap_for(est["total"] + est["store"] + also)
 
 
 def _train_loop(tr, spec, cfg, rank, world, comm):
@@ -223,7 +237,8 @@ def run_compare(w, opts: StreamOptions) -> dict:
     check_causal_lm(spec)
     n = opts.warmup_steps + opts.steps
     batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(n)]
-    check_resident_fits(spec, cfg, device)  # before allocating: the resident side is the larger
+    need = check_resident_fits(spec, cfg, device)  # before allocating: the resident side is the larger
+    heap = _host_heap(spec, cfg, device, "ram", also=need["state"])  # the sides' steps alternate
     resident = MeasureResident(spec, w.with_(mode="resident"), opts, device, batches)
     st = StreamedTrainer(spec, cfg, device)
     try:
@@ -234,7 +249,7 @@ def run_compare(w, opts: StreamOptions) -> dict:
         st.close()
     out = _compare_metrics(spec, w, opts, st, pairs)
     out.update(store_bytes=st.store.nbytes, peak_rss_bytes=peak_rss_bytes(), workload=w.to_dict(),
-               streamed_skipped_steps=st.store.skipped)
+               streamed_skipped_steps=st.store.skipped, host_heap=heap)
     return out
 
 
