@@ -53,7 +53,6 @@ import torch
 from llmbench.hardware import get_hardware
 from llmbench.measure.kernels import time_gemms
 from llmbench.measure.modeling import build_model
-from llmbench.measure.hostmem import reuse_heap
 from llmbench.measure.serve import ServingEngine, StepRunner, static_step_blocks, time_static_steps
 from llmbench.measure.serve_config import EngineConfig
 from llmbench.models import get_model
@@ -279,7 +278,6 @@ def main() -> None:
                     help="time the calibration steps once, fit them with measured GEMMs and with the roofline "
                          "(with and without the CPU rule), stop")
     a = ap.parse_args()
-    reuse_heap()  # as measure_serve does (measure/hostmem)
     torch.manual_seed(a.seed)
     print(f"load average before: {os.getloadavg()}  ({os.cpu_count()} CPUs, shared)")
     device = torch.device(a.device)

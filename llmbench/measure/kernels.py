@@ -28,8 +28,14 @@ from llmbench.perfmodel.shapes import shape
 ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256, 512)
 
 
+#: distinct weights of the layers timed in a step's order, at most this many bytes (beyond it the
+#: layers' sets repeat): more than the caches they pass through, less than a large model's weights
+STEP_WEIGHT_BYTES = 1 << 30
+
+
 def time_linear(m: int, k: int, n: int, device: torch.device, dtype: torch.dtype, repeats: int) -> float:
-    """Median seconds of F.linear of an (m, k) input against an (n, k) weight on `device`."""
+    """Median seconds of F.linear of an (m, k) input against an (n, k) weight on `device`, the same
+    call back to back (the weight stays in the cache a step would have evicted it from)."""
     x = torch.randn(m, k, device=device, dtype=dtype)
     w = torch.randn(n, k, device=device, dtype=dtype)
     times, _ = dev.time_fn(lambda: F.linear(x, w), device, repeats=repeats, warmup=2)
@@ -37,14 +43,34 @@ def time_linear(m: int, k: int, n: int, device: torch.device, dtype: torch.dtype
 
 
 def time_gemms(spec, device: torch.device, *, precision: str = "fp32", rows=ROWS, repeats: int = 7) -> GemmTimes:
-    """The step's GEMMs of `spec` on `device` at `precision`, timed at each of `rows`."""
+    """The step's GEMMs of `spec` on `device` at `precision`, timed at each of `rows` in a step's
+    order: every layer's matrices (each layer its own weights, up to STEP_WEIGHT_BYTES), then the
+    LM head, so each weight meets the cache as in a step; each call timed alone, the median over
+    `repeats` passes (after two untimed) of the body's sum and of the head."""
     sh = shape(spec, precision)
     if sh.moe is not None:
         raise ValueError(f"{spec.name}: measured GEMM times cover dense models only (a MoE's experts are not timed)")
     dtype = dev.dtype_of(precision)
     layer = [(n, k) for n, k, _ in sh.gemms]
+    per_layer = sum(n * k for n, k in layer) * torch.finfo(dtype).bits // 8
+    sets = max(1, min(sh.L, STEP_WEIGHT_BYTES // max(per_layer, 1)))
+    weights = [[torch.randn(n, k, device=device, dtype=dtype) for n, k in layer] for _ in range(sets)]
+    head_w = [torch.randn(n, k, device=device, dtype=dtype) for n, k in sh.head_tok]
     body, head = [], []
     for m in rows:
-        body.append(sh.L * sum(time_linear(m, k, n, device, dtype, repeats) for n, k in layer))
-        head.append(sum(time_linear(m, k, n, device, dtype, repeats) for n, k in sh.head_tok))
+        xs = {k: torch.randn(m, k, device=device, dtype=dtype) for _, k in layer + list(sh.head_tok)}
+        passes = [_step_pass(xs, [weights[i % sets] for i in range(sh.L)], head_w, device)
+                  for _ in range(repeats + 2)][2:]
+        body.append(float(statistics.median(b for b, _ in passes)))
+        head.append(float(statistics.median(h for _, h in passes)))
     return GemmTimes(rows=tuple(float(m) for m in rows), body_s=tuple(body), head_s=tuple(head))
+
+
+def _step_pass(xs: dict, layers: list, head_w: list, device: torch.device) -> tuple[float, float]:
+    """(seconds of every layer's GEMMs, of the head's) in one pass, each call timed alone."""
+    def timed(w) -> float:
+        with dev.Timer(device) as t:
+            F.linear(xs[w.shape[1]], w)
+        return t.elapsed_s
+
+    return sum(timed(w) for ws in layers for w in ws), sum(timed(w) for w in head_w)

@@ -42,7 +42,6 @@ import torch.nn.functional as F
 
 from llmbench.errors import BadInput
 from llmbench.measure import device as dev
-from llmbench.measure.hostmem import reuse_heap
 from llmbench.measure.modeling import Transformer, apply_rotary, attention_mask, build_model, \
     rotary_cos_sin, softcapped_attention
 from llmbench.measure.serve_config import EngineConfig
@@ -540,7 +539,6 @@ def measure_serve(spec, trace, cfg: EngineConfig = EngineConfig(), *, device: st
     """Build `spec` on the device (seeded weights), warm the engine, replay `trace` (a Trace or
     Requests) in wall-clock time: (the replay, what ran where)."""
     check_servable(spec)
-    reuse_heap()  # as every torch run (measure/hostmem): a step's tensors from the last step's pages
     d = dev.resolve(device)
     if threads:
         torch.set_num_threads(threads)
