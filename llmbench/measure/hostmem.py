@@ -31,9 +31,9 @@ again), and pays the faults, small next to its disk reads; and a CPU stream run 
 peak would leave less than REUSE_HEADROOM of it free asks `heap_for`, which falls back to
 `bound_heap` too: `stream compare` of GPT-2 medium at 16 x 256 peaked at 22.2 GiB with
 `bound_heap` and was killed for memory at 24.3 GB, still in its warm-up, with `reuse_heap`.
-Both are process-wide and apply to the allocations after them; threads started before keep the
-arenas they have. `measure serve` keeps glibc's default: its steps allocate little (no page faults either way for a small model)
-and ran 5-20% slower on one heap (docs/serve.md).
+Both are process-wide and apply to the allocations after them; threads started before keep
+the arenas they have. `measure serve` keeps glibc's default: its steps allocate little (no page
+faults either way for a small model) and ran 5-20% slower on one heap (docs/serve.md).
 """
 from __future__ import annotations
 
