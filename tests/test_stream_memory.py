@@ -149,3 +149,26 @@ def test_a_cpu_stream_run_bounds_the_heap_where_one_heap_would_not_fit(monkeypat
     assert got == {"gpt2-small": "reuse", "gpt2-medium": "bound"}
     assert run._host_heap(spec, cfg, torch.device("cpu"), "disk") == "bound"
     assert calls == ["reuse", "bound", "bound"]
+
+
+def test_a_cpu_measure_train_bounds_the_heap_where_its_footprint_leaves_no_room(monkeypatch):
+    """measure/suites._host_heap: footprint "measure" (gpt2-small 8 x 256: 4.8 GB) against
+    MemAvailable through hostmem.heap_for; each torchrun process counts."""
+    import torch
+
+    from llmbench.measure import hostmem
+    from llmbench.measure.options import RunOptions
+    from llmbench.measure.suites import _host_heap, resolve_workload
+    from llmbench.point import Workload
+
+    monkeypatch.setattr(hostmem, "reuse_heap", lambda: True)
+    monkeypatch.setattr(hostmem, "bound_heap", lambda: True)
+    w = resolve_workload(Workload(model="gpt2-small", batch=8, seq_len=256, suite="train"),
+                         torch.device("cpu"), RunOptions(device="cpu"))
+    monkeypatch.setattr(hostmem, "available_bytes", lambda: int(8e9))
+    assert _host_heap(w) == "reuse"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert _host_heap(w) == "bound"
+    monkeypatch.setattr(hostmem, "available_bytes", lambda: int(5e9))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert _host_heap(w) == "bound"

@@ -71,6 +71,8 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
     w = resolve_workload(w, device, run)
     check_measured_work(w, run)
     environment = dev.collect_environment(device)
+    if w.suite in DISTRIBUTED and device.type == "cpu":
+        environment["host_heap"] = _host_heap(w)
     try:
         metrics, info = runner(w, run, device)
         return w, {"status": "ok", "metrics": metrics, "info": info, "error": None,
@@ -84,6 +86,20 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
     finally:
         gc.collect()
         dev.empty_cache(device)
+
+
+def _host_heap(w: Workload) -> str:
+    """A CPU training run: the reusing host heap (measure/hostmem) where the machine has room for
+    it over every process's footprint (footprint "measure"), the bounded one otherwise."""
+    from llmbench.footprint import training
+    from llmbench.grid import grid_of
+    from llmbench.measure.hostmem import heap_for
+
+    try:
+        per_process = float(training(w.spec(), grid_of(w), w.precision, runtime="measure").peak_bytes)
+    except ValueError:  # a layout the memory model does not cover: no estimate, the default policy
+        return heap_for(None)
+    return heap_for(int(per_process * max(int(os.environ.get("WORLD_SIZE", "1")), 1)))
 
 
 def check_measured_work(w: Workload, run: RunOptions) -> None:
