@@ -29,8 +29,9 @@ model, width 384) against 7.8 / 4.3 / 2.3 with every block of 1 MiB or more its 
 stream run with a disk store calls `bound_heap` (that 1 MiB threshold, and the heap's top trimmed
 again), and pays the faults, small next to its disk reads; and a CPU run whose estimated peak
 (a stream run's; measure's training suites: footprint "measure") would leave less than
-REUSE_HEADROOM of it free asks `heap_for`, which falls back to `bound_heap` too: `stream compare` of GPT-2 medium at 16 x 256 peaked at 22.2 GiB with
-`bound_heap` and was killed for memory at 24.3 GB, still in its warm-up, with `reuse_heap`.
+REUSE_HEADROOM of it free asks `heap_for`, which falls back to `bound_heap` too: `stream
+compare` of GPT-2 medium at 16 x 256 peaked at 22.2 GiB with `bound_heap` and was killed for
+memory at 24.3 GB, still in its warm-up, with `reuse_heap`.
 Both are process-wide and apply to the allocations after them; threads started before keep
 the arenas they have. `measure serve` keeps glibc's default: its steps allocate little (no page
 faults either way for a small model) and ran 5-20% slower on one heap (docs/serve.md).
