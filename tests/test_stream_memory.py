@@ -172,3 +172,26 @@ def test_a_cpu_measure_train_bounds_the_heap_where_its_footprint_leaves_no_room(
     monkeypatch.setattr(hostmem, "available_bytes", lambda: int(5e9))
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert _host_heap(w) == "bound"
+
+
+def test_streamed_training_that_cannot_fit_is_refused_before_allocating(monkeypatch):
+    """`stream train --batch 99999999999` was a RuntimeError from the allocator (exit 1): the
+    step's estimate (and a RAM store's, on a CPU) is now held against the free memory first."""
+    import pytest
+    import torch
+
+    from llmbench.errors import BadInput
+    from llmbench.streaming import trainers
+    from llmbench.streaming.config import StreamRun
+    from llmbench.streaming.config import workload_and_options as S
+
+    w, opts = S(model="tiny", batch=2, seq=16, precision="fp32")
+    cfg, spec = StreamRun.of(w, opts), w.spec()
+    est = trainers.device_bytes_estimate(spec, batch=2, seq=16, prefetch=cfg.prefetch)
+    monkeypatch.setattr(trainers, "free_memory_bytes", lambda device: est["total"] + est["store"] - 1)
+    monkeypatch.setattr(trainers, "_open_store", lambda *a: (_ for _ in ()).throw(AssertionError("allocated")))
+    with pytest.raises(BadInput, match="stream training of gpt2-small cannot start"):
+        trainers.StreamedTrainer(spec, cfg, torch.device("cpu"))
+    monkeypatch.setattr(trainers, "free_memory_bytes", lambda device: est["total"] + est["store"])
+    with pytest.raises(AssertionError, match="allocated"):  # it fits: the store is opened next
+        trainers.StreamedTrainer(spec, cfg, torch.device("cpu"))

@@ -107,6 +107,19 @@ def check_budget(estimate: dict, budget: int | None) -> None:
                        f"{budget:,}; lower --batch, --seq or --prefetch")
 
 
+def check_streamed_fits(spec, estimate: dict, cfg: StreamRun, device) -> None:
+    """Refuse a streamed run whose step (and, on a CPU, its RAM store) cannot fit in the memory
+    free on `device`, before allocating anything (BadInput)."""
+    from llmbench.errors import BadInput
+
+    store = estimate["store"] if device.type == "cpu" and cfg.store.kind == "ram" else 0
+    free = free_memory_bytes(device)
+    if free is not None and estimate["total"] + store > free:
+        raise BadInput(f"stream training of {spec.name} cannot start: a step needs ~{estimate['total']:,} "
+                       f"bytes on {device}{f' and its RAM store {store:,}' if store else ''}, over the "
+                       f"{free:,} bytes free; lower --batch or --seq")
+
+
 def resident_bytes_estimate(spec, *, batch: int, seq: int, precision: str = "fp32") -> dict:
     """What resident training holds (footprint.training on "masters", ResidentTrainer's STATE)."""
     from llmbench.footprint import one_device, training
@@ -228,6 +241,7 @@ class StreamedTrainer:
         self.estimate = device_bytes_estimate(spec, batch=cfg.batch, seq=cfg.seq, prefetch=cfg.prefetch,
                                               recompute=cfg.recompute, precision=cfg.precision)
         check_budget(self.estimate, cfg.device_memory_budget_bytes)
+        check_streamed_fits(spec, self.estimate, cfg, device)
         self.store = None
         if comm is None or comm.rank == 0:
             world = comm.world if comm is not None else 1
