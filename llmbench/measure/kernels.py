@@ -4,10 +4,10 @@
     gt = time_gemms(spec, torch.device("cpu"))            # perfmodel.serving.GemmTimes
     sm = replace(build_step_model(spec, hw, precision="fp32"), gemm_times=gt)
 
-Each distinct weight matrix of a layer (perfmodel/shapes.py: QKV, attention out, MLP up and down)
-and the LM head is run by F.linear on M rows for every M in `rows` (median of `repeats` after two
-warm-up calls, the device synchronised around each call: measure/device.time_fn); a step's body
-time at M rows is the layer's matrices summed, times the layers. No roofline: on a CPU a BLAS runs
+Each weight matrix of every layer (perfmodel/shapes.py: QKV, attention out, MLP up and down) and
+then the LM head is run by F.linear on M rows for every M in `rows`, in a step's order, each call
+timed alone (measure/device.Timer); a step's body time at M rows is the median over `repeats`
+passes of the layers' calls summed, the head's the median of its own. No roofline: on a CPU a BLAS runs
 one row as a matrix-vector kernel and a few rows as a packed GEMM whose time is no simple function
 of bytes or FLOPs (benchmarks/cpu_small_m.py; docs/serve.md "Measured kernels"), which is why the
 simulator is offered the device's own kernel times, as Vidur (Agrawal et al., MLSys 2024) profiles
@@ -31,15 +31,6 @@ ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256, 512)
 #: distinct weights of the layers timed in a step's order, at most this many bytes (beyond it the
 #: layers' sets repeat): more than the caches they pass through, less than a large model's weights
 STEP_WEIGHT_BYTES = 1 << 30
-
-
-def time_linear(m: int, k: int, n: int, device: torch.device, dtype: torch.dtype, repeats: int) -> float:
-    """Median seconds of F.linear of an (m, k) input against an (n, k) weight on `device`, the same
-    call back to back (the weight stays in the cache a step would have evicted it from)."""
-    x = torch.randn(m, k, device=device, dtype=dtype)
-    w = torch.randn(n, k, device=device, dtype=dtype)
-    times, _ = dev.time_fn(lambda: F.linear(x, w), device, repeats=repeats, warmup=2)
-    return float(statistics.median(times))
 
 
 def time_gemms(spec, device: torch.device, *, precision: str = "fp32", rows=ROWS, repeats: int = 7) -> GemmTimes:

@@ -93,13 +93,8 @@ def _rank() -> int:
 
 def setup_distributed(device_name: str) -> tuple[torch.device, int, int]:
     """(device, world, rank) of this process: under torchrun (WORLD_SIZE > 1) its local rank's
-    accelerator, with the process group initialised; else `device_name` resolved, 1, 0. Sets the
-    host heap to reuse freed tensors (measure/hostmem.reuse_heap): every run set up here, measured
-    or streamed, on one allocator policy."""
+    accelerator, with the process group initialised; else `device_name` resolved, 1, 0."""
     import torch.distributed as tdist
-
-    from llmbench.measure.hostmem import reuse_heap
-    reuse_heap()
     device = dev.resolve(device_name)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:

@@ -104,17 +104,16 @@ def run_train(w, opts: StreamOptions) -> dict:
 
 def _host_heap(spec, cfg, device, store: str, also: int = 0) -> str:
     """The host heap's policy for a stream run (measure/hostmem): bounded with a disk store (host
-    RAM is what that tier saves) or, on a CPU, where the run's estimated peak (the streamed step
-    and its RAM store, plus `also`: the resident state of a compare) leaves too little room for
-    what one heap keeps; reusing otherwise."""
+    RAM is what that tier saves) or where what the host holds (the RAM store; on a CPU also the
+    streamed step and `also`, the resident state of a compare) leaves too little room for what one
+    heap keeps; reusing otherwise."""
     if store == "disk":
         bound_heap()
         return "bound"
-    if device.type != "cpu":
-        return "reuse"
     est = device_bytes_estimate(spec, batch=cfg.batch, seq=cfg.seq, prefetch=cfg.prefetch,
                                 recompute=cfg.recompute, precision=cfg.precision)
-    return heap_for(est["total"] + est["store"] + also)
+    on_host = est["total"] + also if device.type == "cpu" else 0
+    return heap_for(est["store"] + on_host)
 
 
 def _train_loop(tr, spec, cfg, rank, world, comm):
@@ -235,10 +234,10 @@ def run_compare(w, opts: StreamOptions) -> dict:
     cfg = StreamRun.of(w, opts, 1)
     spec = w.spec()
     check_causal_lm(spec)
-    n = opts.warmup_steps + opts.steps
-    batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(n)]
     need = check_resident_fits(spec, cfg, device)  # before allocating: the resident side is the larger
     heap = _host_heap(spec, cfg, device, "ram", also=need["state"])  # the sides' steps alternate
+    n = opts.warmup_steps + opts.steps
+    batches = [make_batch(spec, cfg.batch, cfg.seq, cfg.seed, step) for step in range(n)]
     resident = MeasureResident(spec, w.with_(mode="resident"), opts, device, batches)
     st = StreamedTrainer(spec, cfg, device)
     try:
