@@ -134,6 +134,32 @@ def test_unfused_attention_costs_small_models_more_than_large():
     assert slow["megatron-1.7b"] > 1.1 and slow["megatron-1.7b"] > 2 * (slow["megatron-145.6b"] - 1) + 1
 
 
+def test_without_sequence_parallelism_every_tp_rank_repeats_the_norms():
+    # Megatron-LM 2021 predates sequence parallelism (arXiv:2205.05198): each TP rank runs the layer
+    # norms and residual adds on the whole hidden state, so their time does not fall with TP. The
+    # step grows by exactly those bytes x (1 - 1/tp), nothing at TP 1, and more at TP 8 than TP 2
+    from llmbench.perfmodel.frameworks import FRAMEWORKS
+    from llmbench.perfmodel.shapes import shape
+
+    assert FRAMEWORKS["megatron-2021"]["sequence_parallel"] == 0.0
+    hw = get_hardware("a100-80gb")
+    p = resolve_params(hw, use_profile=False)
+    sh = shape(get_model("megatron-18.4b"), "fp16")
+    assert 0 < sh.ew_rep_bytes_tok < sh.ew_bytes_tok
+    extra = {}
+    for tp in (1, 2, 8):
+        w = Workload(model="megatron-18.4b", hardware=hw.name, batch=64, seq_len=2048, devices=8 * tp,
+                     precision="fp16", layout={"tp": tp, "pp": 1, "zero": 0, "recompute": "full"}, micro_batch=1)
+        t = [predict_train(get_model("megatron-18.4b"), hw, w, {**p, "sequence_parallel": sp}).step_time_s
+             for sp in (1.0, 0.0)]
+        extra[tp] = t[1] - t[0]
+    # 8 micro-batches of 2048 tokens, 40 layers, forward + recompute + 2 x backward passes, at the
+    # catalog HBM bandwidth (2,039 GB/s) x the memory efficiency
+    want = 8 * 2048 * 40 * 4 * sh.ew_rep_bytes_tok * (1 - 1 / 8) / (2039e9 * p["memory"])  # HBM2e, catalog
+    assert extra[1] == pytest.approx(0.0, abs=1e-9) and extra[8] == pytest.approx(want, rel=1e-6)
+    assert 0 < extra[2] < extra[8]
+
+
 def test_shipped_profiles_are_the_fresh_pooled_fit():
     # `llmbench calibrate --published --write-shipped` (make profiles) wrote them: a refit of
     # published_v2.csv must give the same parameters and the same leave-one-source-out residuals;

@@ -26,7 +26,10 @@ FRAMEWORKS: dict[str, dict[str, float]] = {
     # (2-byte units) per forward. Backward: the bmm writes dP and reads P (2), dropout reads dP and
     # the mask and writes (2.5), softmax reads dP and P and writes dS (3), baddbmm reads dS for dQ
     # and dK (2): 9.5
-    "megatron-2021": {"attn_score_passes": 6.5, "attn_score_passes_bwd": 9.5},
+    # Its tensor parallelism also predates sequence parallelism (Korthikanti et al. 2022,
+    # arXiv:2205.05198, Sec. 4.2.2): each TP rank runs the layer norms and the bias-dropout-add on
+    # the whole [s, b, h] hidden state
+    "megatron-2021": {"attn_score_passes": 6.5, "attn_score_passes_bwd": 9.5, "sequence_parallel": 0.0},
     # Megatron-Core with --tp-comm-overlap: Transformer Engine's userbuffers split each tensor-parallel
     # GEMM and run its all-gather / reduce-scatter chunk by chunk under it (Megatron-LM README, scaling
     # runs: "fine-grained overlapping of ... tensor-parallel (--tp-comm-overlap) ... communication with
@@ -42,7 +45,7 @@ CHOICES = (DEFAULT, *FRAMEWORKS)
 DESCRIBE = {DEFAULT: "fused attention (FlashAttention / cuDNN / TE: Megatron-Core, NeMo, torchtitan, "
                      "llm-foundry, MaxText, DeepSpeed with flash-attn); the default",
             "megatron-2021": "Megatron-LM as in arXiv:2104.04473: unfused attention, 6.5 + 9.5 passes over "
-                             "the T x T scores",
+                             "the T x T scores; no sequence parallelism (norms repeated on every TP rank)",
             "megatron": "Megatron-Core with --tp-comm-overlap: the tensor-parallel collectives hidden under "
                         "the GEMMs (Transformer Engine userbuffers)",
             "nemo": "NeMo / Megatron-Bridge performance recipes: Megatron-Core with tensor-parallel "

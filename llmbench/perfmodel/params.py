@@ -37,6 +37,11 @@ PARAMS: dict[str, tuple[float, str]] = {
     "tp_comm_overlap": (0.0, "share of a micro-batch's compute under which its tensor-parallel collectives "
                              "run hidden: 0 (issued between the GEMMs); 1 for Megatron-Core's "
                              "--tp-comm-overlap (Transformer Engine userbuffers, perfmodel/frameworks.py)"),
+    "sequence_parallel": (1.0, "share of the element-wise work outside the tensor-parallel regions (layer "
+                               "norms, residual adds, dropout) that the TP group splits: 1 with sequence "
+                               "parallelism (Korthikanti et al. 2022, arXiv:2205.05198: Megatron-Core, "
+                               "torchtitan's TP plan); 0 where every TP rank repeats it on the whole hidden "
+                               "state (Megatron-LM 2021, perfmodel/frameworks.py)"),
     "attn_score_passes_bwd": (0.0, "the same in the backward: 0 fused; Megatron-LM 2021: 9.5 (frameworks.py)"),
     "memory_fraction": (0.0, "share of the resident memory a training layout may fill; 0: the kind's "
                              "default reserve (reserve.py: GPUs capacity - max(2 GiB, 5%))"),

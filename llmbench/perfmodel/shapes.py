@@ -65,6 +65,9 @@ class Shape:
     ew_bytes_tok: float
     """element-wise bytes per token per layer (norms, activations, residuals, rotary)"""
     ew_flops_tok: float
+    ew_rep_bytes_tok: float
+    """the part of ew_bytes_tok outside the tensor-parallel regions (layer norms, residual adds): split
+    over a TP group only with sequence parallelism (params "sequence_parallel")"""
     head_tok: tuple
     """head GEMMs with M = tokens: (N, K)"""
     head_seq: tuple
@@ -115,7 +118,7 @@ def shape(spec, precision: str = "bf16") -> Shape:
     s = dtype_bytes(precision)
     n0 = 4096 if spec.capacity_factor is not None else 1  # capacity slots round up per layer call
     lay = layer_ops(spec, 1, n0, precision)
-    gemms, ew_b, ew_f = [], 0.0, 0.0
+    gemms, ew_b, ew_f, ew_rep = [], 0.0, 0.0, 0.0
     skip = MOE_TOKEN + EXPERT if spec.is_moe else ()
     for o in lay:
         if o.kind == "matmul":
@@ -124,6 +127,8 @@ def shape(spec, precision: str = "bf16") -> Shape:
         elif o.kind not in ("attention", "softmax"):
             ew_b += o.bytes / n0
             ew_f += o.flops / n0
+            if o.kind == "norm" or o.name.startswith("residual"):  # on the whole hidden state
+                ew_rep += o.bytes / n0
     # head GEMMs: those whose M grows with tokens (seq=2 doubles M) vs with sequences
     h2 = head_ops(spec, 1, 2, precision, loss=True)
     head_tok, head_seq, outer_b = [], [], 0.0
@@ -145,6 +150,7 @@ def shape(spec, precision: str = "bf16") -> Shape:
     kv, attn = _decode_attention(spec)
     return Shape(L=spec.n_layers, d=spec.d_model, h=spec.n_heads, hd=spec.d_head, kvd=spec.kv_dim,
                  V=spec.vocab_size, s=s, gemms=tuple(gemms), ew_bytes_tok=ew_b, ew_flops_tok=ew_f,
+                 ew_rep_bytes_tok=ew_rep,
                  head_tok=tuple(head_tok), head_seq=tuple(head_seq), outer_bytes_tok=outer_b,
                  params=param_count(spec), dense_params=int(dense_layer), layer_params=int(rep),
                  causal=spec.causal, kv_elems_tok=kv, decode_attn_flops_ctx=attn, moe=moe)

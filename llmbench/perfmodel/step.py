@@ -195,7 +195,11 @@ def layer_forward(sh, b, T, tp, p, peak, bw, sf, wf, xp, ep=1.0, peak_attn=None)
     if sh.moe is not None:
         c, m = mlp_forward(sh, n, tp, ep, p, peak, bw, xp)
         comp, mem = comp + c, mem + m
-    mem = mem + n * sh.ew_bytes_tok / tp / bw + p["layer_overhead_s"]
+    # element-wise work: inside the TP regions split over the group; the norms and residual adds on
+    # the hidden state split only with sequence parallelism (else every TP rank repeats them)
+    sp = p.get("sequence_parallel", 1.0)
+    ew = (sh.ew_bytes_tok - sh.ew_rep_bytes_tok) / tp + sh.ew_rep_bytes_tok * (sp / tp + 1.0 - sp)
+    mem = mem + n * ew / bw + p["layer_overhead_s"]
     return comp, mem, attn
 
 
