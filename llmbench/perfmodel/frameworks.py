@@ -7,7 +7,9 @@ A framework here is a mechanism, never a fitted per-row factor: Megatron-LM as o
 (2021) predates FlashAttention (arXiv:2205.14135, 2022) and computes attention unfused, so the T x T
 scores go through memory (params "attn_score_passes"); every later stack in published_v2.csv
 (Megatron-Core, NeMo, torchtitan, llm-foundry, MaxText, TensorRT-LLM, vLLM) runs a fused attention
-(FlashAttention / cuDNN / Pallas), which the step model assumes by default. Megatron-Core (its README's
+(FlashAttention / cuDNN / Pallas), which the step model assumes by default. It also predates sequence
+parallelism (arXiv:2205.05198, 2022): its TP ranks each run the norms and residual adds on the whole
+hidden state (params "sequence_parallel" 0; the default 1 splits them). Megatron-Core (its README's
 scaling runs, NeMo and Megatron-Bridge recipes) also overlaps its tensor-parallel collectives with the
 GEMMs (--tp-comm-overlap, params "tp_comm_overlap"); the default leaves them between the GEMMs.
 """
