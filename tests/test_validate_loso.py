@@ -139,6 +139,7 @@ def test_without_sequence_parallelism_every_tp_rank_repeats_the_norms():
     # norms and residual adds on the whole hidden state, so their time does not fall with TP. The
     # step grows by exactly those bytes x (1 - 1/tp), nothing at TP 1, and more at TP 8 than TP 2
     from llmbench.perfmodel.frameworks import FRAMEWORKS
+    from llmbench.perfmodel.memory import hierarchy
     from llmbench.perfmodel.shapes import shape
 
     assert FRAMEWORKS["megatron-2021"]["sequence_parallel"] == 0.0
@@ -154,8 +155,9 @@ def test_without_sequence_parallelism_every_tp_rank_repeats_the_norms():
              for sp in (1.0, 0.0)]
         extra[tp] = t[1] - t[0]
     # 8 micro-batches of 2048 tokens, 40 layers, forward + recompute + 2 x backward passes, at the
-    # catalog HBM bandwidth (2,039 GB/s) x the memory efficiency
-    want = 8 * 2048 * 40 * 4 * sh.ew_rep_bytes_tok * (1 - 1 / 8) / (2039e9 * p["memory"])  # HBM2e, catalog
+    # device memory's bandwidth x the memory efficiency (the bandwidth step.predict_train uses)
+    bw = hierarchy(hw).working_bytes_per_s * p["memory"]
+    want = 8 * 2048 * 40 * 4 * sh.ew_rep_bytes_tok * (1 - 1 / 8) / bw
     assert extra[1] == pytest.approx(0.0, abs=1e-9) and extra[8] == pytest.approx(want, rel=1e-6)
     assert 0 < extra[2] < extra[8]
 
