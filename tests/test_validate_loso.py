@@ -150,7 +150,8 @@ def test_without_sequence_parallelism_every_tp_rank_repeats_the_norms():
     extra = {}
     for tp in (1, 2, 8):
         w = Workload(model="megatron-18.4b", hardware=hw.name, batch=64, seq_len=2048, devices=8 * tp,
-                     precision="fp16", layout={"tp": tp, "pp": 1, "zero": 0, "recompute": "full"}, micro_batch=1)
+                     precision="fp16", layout={"tp": tp, "pp": 1, "zero": 0, "recompute": "full"},
+                     micro_batch=1)
         t = [predict_train(get_model("megatron-18.4b"), hw, w, {**p, "sequence_parallel": sp}).step_time_s
              for sp in (1.0, 0.0)]
         extra[tp] = t[1] - t[0]
