@@ -24,7 +24,8 @@ TRAIN_KEYS = {"workload", "step_time_s", "tokens_per_s", "samples_per_s", "achie
 BREAKDOWN_KEYS = {"compute", "memory", "network", "stream", "optimizer", "exposed"}
 INFER_KEYS = {"workload", "time_to_first_token_s", "decode_tokens_per_s_per_seq", "tokens_per_s", "latency_s_p50",
               "bound", "kv_cache_bytes", "weights_bytes", "peak_mem_bytes", "tier_bytes", "mode", "fits",
-              "max_batch_x_context", "engine", "kv_precision", "concurrency", "kv_capacity_tokens", "note"}
+              "max_batch_x_context", "engine", "kv_precision", "concurrency", "kv_capacity_tokens", "note",
+              "link_bytes_per_token"}
 LAYOUT = ("tp", "pp", "zero", "recompute", "offload", "mode")
 
 

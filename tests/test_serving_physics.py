@@ -365,3 +365,26 @@ def test_measured_gemm_times_replace_the_roofline_gemms_and_interpolate():
     assert np.allclose(m.time_s(np.zeros(3), D, 32 * D), [m.time_s(0, d, 32 * d) for d in D], rtol=1e-12)
     with pytest.raises(ValueError):
         GemmTimes(rows=(2.0, 1.0), body_s=(1.0, 1.0), head_s=(1.0, 1.0))
+
+
+def test_link_bytes_count_a_tokens_all_reduces_and_pipeline_hops():
+    # seed 004: "between WSEs only a relatively small amount of data passes"; d 8192, 80 layers, 2 bytes
+    wafers = infer("llama-3.1-70b", "cs3", batch=1, seq_len=2048, gen_len=256)
+    assert wafers.workload.layout.pp == 4 and wafers.link_bytes_per_token == 3 * 8192 * 2
+    assert wafers.link_bytes_per_token / wafers.weights_bytes < 1e-5
+    gpus_tp4 = infer("llama-3.1-70b", "h100-sxm", devices=4, batch=1, seq_len=2048, gen_len=256)
+    assert gpus_tp4.workload.layout.tp == 4
+    assert gpus_tp4.link_bytes_per_token == 2 * 80 * 2 * 3 * 8192 * 2  # ring: 2 (tp - 1) / tp from each of tp
+    assert infer("llama-3.1-8b", "h100-sxm", batch=1).link_bytes_per_token == 0.0
+
+
+def test_a_step_whose_fixed_overhead_outweighs_every_term_is_latency_bound():
+    spec = get_model("llama-3.1-8b")
+    sm = step_model(spec, get_hardware("cs3"), Workload(model="llama-3.1-8b", hardware="cs3", suite="infer"))
+    p = sm.parts(0, 1, 2048)
+    assert p.overhead_s > max(p.compute_s, p.memory_s, p.comm_s) and p.bound == "latency"
+    big = sm.parts(64 * 2048, 0, 0, prefill_seqs=64)  # 64 prompts at once: the FLOPs outweigh it
+    assert big.bound == "compute"
+    h100 = step_model(spec, get_hardware("h100-sxm"), Workload(model="llama-3.1-8b", hardware="h100-sxm",
+                                                               suite="infer"))
+    assert h100.parts(0, 1, 2048).bound == "memory"

@@ -268,6 +268,13 @@ def _infer(a):
     return predict_infer(w.spec(), hw, w, params=run_params(a, hw), engine=a.engine, kv_precision=a.kv_precision)
 
 
+def link_text(w) -> str:
+    """What moves a token's activations between a replica's devices."""
+    tp, pp = w.layout.tp or 1, w.layout.pp or 1
+    return " and ".join(x for x in (f"2 all-reduces a layer over tp {tp}" if tp > 1 else "",
+                                     f"{pp - 1} pipeline hop{'s' * (pp > 2)}" if pp > 1 else "") if x)
+
+
 def predict_infer_cmd(a) -> None:
     """TTFT, decode tokens/s per sequence and in total, latency, devices, bound, KV cache; the
     engine assumed; a batch whose KV cache does not fit is served at the concurrency that does."""
@@ -291,6 +298,9 @@ def predict_infer_cmd(a) -> None:
             ("latency", fmt_time(d["latency_s_p50"])),
             ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})"
                                                          f"{lower_tiers(d)}")]
+    if d["link_bytes_per_token"]:
+        rows.append(("between devices", f"{fmt_bytes(d['link_bytes_per_token'])} per token "
+                                        f"({link_text(w)}; {fmt_bytes(d['weights_bytes'])} of weights per device)"))
     if d["concurrency"] < w.batch:
         rows.append(("concurrency", f"{d['concurrency']} at once: {d['note']}"))
     if d["max_batch_x_context"] is not None and not no_kv(d):

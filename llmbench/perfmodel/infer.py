@@ -67,6 +67,8 @@ class InferPrediction:
     """KV-cache tokens one replica holds (engine memory fraction, whole paged blocks)"""
     note: str = ""
     """what the prediction changed from the request (a concurrency that fits), else empty"""
+    link_bytes_per_token: float = 0.0
+    """bytes one generated token moves between a replica's devices (serving.StepModel)"""
 
     @property
     def devices(self) -> int:
@@ -256,7 +258,7 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
         peak_mem_bytes=w_dev + kv, tier_bytes=tiers, mode=s.mode, fits=sm.fits and conc >= 1,
         max_batch_x_context=float(sm.kv_capacity_tokens) if s.mode == "sram_pipeline" else None,
         engine=s.engine.name, kv_precision=sm.kv_precision, concurrency=dp * conc,
-        kv_capacity_tokens=sm.kv_capacity_tokens, note=note)
+        kv_capacity_tokens=sm.kv_capacity_tokens, note=note, link_bytes_per_token=sm.link_bytes_per_token())
 
 
 def sram_wafers(W, kv, cap):

@@ -303,7 +303,9 @@ class StepParts:
     overhead_s: Any
     time_s: Any
     bound: Any
-    """'memory' where the bytes term wins, else 'compute' (or 'network' where the collectives do)"""
+    """'memory' where the bytes term wins, else 'compute'; 'network' where the collectives and
+    pipeline hops take longer than both, 'latency' where the fixed per-step time (launches, the
+    engine's scheduling, a wafer's per-layer fabric latency) takes longer than everything else"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -390,7 +392,8 @@ class StepModel:
             mem = mem + self._gemm_measured_s(M, D + ps, xp)  # FLOPs or its bytes (KV, activations), the
         core = xp.maximum(comp, mem)  # larger: GEMMs + max(attention, bytes) = max(compute, memory)
         t = xp.where(M > 0, core + comm + over, 0.0)
-        bound = xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute"))
+        bound = xp.where(over > xp.maximum(core, comm), "latency",
+                         xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute")))
         if not is_scalar(xp):
             bound = xp.asarray(bound)
         return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound)
@@ -461,6 +464,13 @@ class StepModel:
         fast = (w * (1.0 - share_ddr) + kv + act) / self.bandwidth_bytes_per_s
         slow = w * share_ddr / self.ddr_bandwidth_bytes_per_s if share_ddr > 0 else 0.0
         return fast + slow
+
+    def link_bytes_per_token(self) -> float:
+        """Bytes one token moves between the replica's devices: per layer two all-reduces of its
+        activations under TP (a ring sends 2 (tp - 1) / tp of them from each of tp devices) and
+        one hop of its activations from each pipeline stage to the next (what _comm_s times)."""
+        a = self.sh.d * ACT_BYTES
+        return 2.0 * self.sh.L * a * 2.0 * (self.tp - 1) + (self.pp - 1) * a
 
     def _comm_s(self, M, xp):
         """Two all-reduces per layer under TP (one-shot when small: step.ring), pipeline hops."""
