@@ -145,7 +145,8 @@ def serve_cmd(a) -> None:
         raise BadInput(f"measure serve replays in real time: at most {MAX_RUNTIME_REQUESTS:,} requests "
                        "(keep fewer with --requests K)")
     if not a.no_record:
-        from llmbench.results.safe import check_writable
+        from llmbench.results.safe import check_not_db, check_writable
+        check_not_db(a.out, a.db, "--out")
         check_writable(a.db)
     results = [_serve_one(a, spec, cfg, load, trace, slo, many=len(loads) > 1) for load, trace in zip(loads, traces)]
     if a.json:

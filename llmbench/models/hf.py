@@ -83,8 +83,11 @@ def _act(c: _Cfg, *keys, gated: bool = False, default: str = "gelu") -> str:
 
 
 def _head_dim(c: _Cfg, d: int, h: int, default: int | None = None) -> int:
-    """head_dim when it differs from d_model / n_heads; 0 (derived) otherwise."""
-    hd = c.int("head_dim", default=d // h if default is None else default)
+    """head_dim when it differs from d_model / n_heads; 0 (derived) otherwise: a config without
+    head_dim whose d_model the heads do not divide is left to ModelSpec to refuse (not floored)."""
+    if default is None and c.get("head_dim")[1] is None:
+        return 0
+    hd = c.int("head_dim", default=default)
     return 0 if hd * h == d else hd
 
 

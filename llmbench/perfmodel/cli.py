@@ -116,6 +116,9 @@ def run_params(a, hw) -> dict | None:
             raise BadInput(str(e)) from None
         if prof.get("hardware") not in (None, hw.name):
             raise BadInput(f"--profile {a.profile} calibrates {prof['hardware']}, not {hw.name}")
+        if not prof.get("params"):
+            raise BadInput(f"--profile {a.profile} sets no parameters (no 'params' object): not a profile "
+                           "llmbench calibrate wrote")
         over.update(prof.get("params", {}))
     if getattr(a, "memory_fraction", None):
         over["memory_fraction"] = a.memory_fraction
@@ -127,12 +130,19 @@ def run_params(a, hw) -> dict | None:
     return resolve_params(hw, override=over, use_profile=not getattr(a, "profile", None))
 
 
+def hardware_of(a, pred):
+    """The Hardware a prediction ran on: as the user named it (a catalog name or a TOML file's path;
+    the prediction's workload holds the file's `name`, which the catalog does not know)."""
+    from llmbench.hardware import get_hardware
+
+    return get_hardware(getattr(a, "hardware", None) or pred.workload.hardware)
+
+
 def calibration_of(a, pred) -> dict:
     """The calibration block (provenance.py) of one prediction."""
-    from llmbench.hardware import get_hardware
     from llmbench.perfmodel.provenance import calibration
 
-    hw = get_hardware(pred.workload.hardware)
+    hw = hardware_of(a, pred)
     return calibration(hw.name, hw.kind, pred.workload.suite, pred.tokens_per_s, getattr(a, "profile", None))
 
 
@@ -154,13 +164,12 @@ def mfu_causal(pred) -> float | None:
     return pred.mfu * training_flops(spec, 1, w.seq_len, causal_discount=True)["model"] / full
 
 
-def memory_share(pred) -> str:
+def memory_share(a, pred) -> str:
     """'66.0 GiB, 82.5% of 80.0 GiB (under the reserve: capacity - max(2 GiB, 5%))'."""
-    from llmbench.hardware import get_hardware
     from llmbench.perfmodel.memory import hierarchy
     from llmbench.perfmodel.reserve import default_rule
 
-    hw = get_hardware(pred.workload.hardware)
+    hw = hardware_of(a, pred)
     cap = float(hierarchy(hw).resident.capacity_bytes)
     return f"{pred.peak_mem_bytes / cap:.1%} of {fmt_bytes(cap)}; reserve: {default_rule(hw.kind)}"
 
@@ -251,7 +260,7 @@ def predict_train_cmd(a) -> None:
             ("MFU", f"{fmt_frac(d['mfu'])} (full T x T attention counted; causal half: {fmt_frac(mfu_causal(pred))})"),
             ("bound", d["bound"]),
             ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)}){lower_tiers(d)}"),
-            ("", memory_share(pred)), ("calibration", calibration_text(cal)), ("framework", framework_text(a))]
+            ("", memory_share(a, pred)), ("calibration", calibration_text(cal)), ("framework", framework_text(a))]
     rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
     pairs(rows)
 
@@ -496,7 +505,7 @@ def plan_cmd(a) -> None:
             row.append("unknown" if d[key] is None else f"{d[key] * scale:.3g}")
         rows.append(row)
     text_table(cols, rows)
-    print(f"memory: {res['memory_rule']}; #1 {memory_share(res['layouts'][0])}")
+    print(f"memory: {res['memory_rule']}; #1 {memory_share(a, res['layouts'][0])}")
     print(f"#1 tokens/s {res['layouts'][0].tokens_per_s:,.0f} {band_text(cal)}")
     print(f"calibration: {calibration_text(cal)}")
     print(f"framework: {framework_text(a)}")

@@ -87,7 +87,17 @@ class Plan:
 
 
 def modes_offloads(h, lay) -> list[int]:
-    """Offload codes the search covers: the architecture's (memory.hierarchy), as the user constrains."""
+    """Offload codes the search covers: the architecture's (memory.hierarchy), as the user constrains;
+    BadInput for a mode and an offload that contradict each other (neither is dropped silently)."""
+    if lay.mode == "sram_pipeline":
+        raise BadInput("--mode sram_pipeline is an inference mode (weights and KV cache in wafer SRAM); "
+                       "training runs resident or weight_streaming")
+    if lay.mode == "resident" and lay.offload == "weights":
+        raise BadInput("--offload weights streams the weights from the lower tier: that is --mode "
+                       "weight_streaming, not resident")
+    if lay.mode == "weight_streaming" and lay.offload not in (None, "weights"):
+        raise BadInput(f"--mode weight_streaming keeps the weights and optimizer state in the lower tier: "
+                       f"--offload {lay.offload} contradicts it (give --offload weights or leave it out)")
     if lay.offload is not None:
         codes = [code("offload", lay.offload)]
     else:

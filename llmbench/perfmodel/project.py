@@ -4,6 +4,8 @@
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 
@@ -41,8 +43,8 @@ def get_dataset(name_or_tokens: str) -> Dataset:
     except ValueError:
         raise ValueError(f"unknown dataset {name_or_tokens!r}; one of {', '.join(DATASETS)} "
                          "or a number of tokens") from None
-    if tokens <= 0:
-        raise ValueError(f"dataset tokens must be positive, got {name_or_tokens}")
+    if not 0 < tokens < math.inf:  # NaN too
+        raise ValueError(f"dataset tokens must be a positive finite number, got {name_or_tokens}")
     return Dataset("tokens", tokens, None, "given on the command line")
 
 

@@ -9,6 +9,7 @@ database holds no prediction for are predicted in memory by the function the fro
 """
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def parse_prices(items: list[str]) -> dict[str, float]:
             price = float(usd)
         except ValueError:
             price = -1.0
-        if not hw or price <= 0 or price != price:
+        if not hw or not 0 < price < math.inf:
             raise BadInput(f"--price {item!r}: expected HW=USD with a positive price, e.g. --price cs3=60")
         if hw not in catalog():
             raise BadInput(f"--price {item!r}: no hardware {hw!r} in the catalog (llmbench hardware list)")
@@ -73,6 +74,8 @@ def report_cmd(a) -> None:
     path = default_path(a.db)
     if not path.exists():
         raise ValueError(f"no results database at {path}; run 'llmbench reproduce' or pass --db")
+    if a.out.exists() and not a.out.is_dir():
+        raise ValueError(f"--out {a.out} is a file: the report is a folder (report.html and img/); name a folder")
     kw = {}
     if a.json:
         from llmbench._cliutil import console

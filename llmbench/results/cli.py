@@ -123,7 +123,9 @@ def results_export(a) -> None:
     import sys
 
     from llmbench.results.export import export
+    from llmbench.results.safe import check_not_db
 
+    check_not_db(a.output, a.db, "--output")
     with _open_existing(a.db) as store:
         rows = store.query(**_filters(a))
         _warn_skipped(store)

@@ -29,6 +29,19 @@ from llmbench.results.store import ResultsDB, check_path, default_path, explain,
 SIDE_KIND = "llmbench-unsaved-result"
 
 
+def check_not_db(out: str | os.PathLike | None, db: str | os.PathLike | None, flag: str) -> None:
+    """BadInput before anything is written when an output file `out` is the results database
+    (or one of its SQLite side files): writing it would destroy what is recorded."""
+    if not out:
+        return
+    dbp = default_path(db)
+    o, d = os.path.realpath(out), os.path.realpath(dbp)
+    if o in (d, d + "-wal", d + "-shm", d + "-journal") or (
+            os.path.exists(out) and os.path.exists(dbp) and os.path.samefile(out, dbp)):
+        raise BadInput(f"{flag} {out} is the results database {dbp}: writing it would destroy the "
+                       "recorded results; name another file")
+
+
 def check_writable(path: str | os.PathLike | None = None) -> Path:
     """Before the work: an existing DB is opened, its schema checked, and a write transaction run
     and rolled back; a new one needs an existing, writable directory (nothing is created, so bad
