@@ -87,3 +87,12 @@ def test_a_user_hardware_file_runs_every_prediction(cli, tmp_path, argv):
     code, out, err = cli(*argv, "--hardware", str(hw))
     assert code == 0, err
     assert "myacc" in out or "calibration" in out
+
+
+@pytest.mark.parametrize("hw, engine, ok", [
+    ("mi300x", "trtllm", False), ("h100-sxm", "vllm-rocm", False), ("cs2", "vllm", False),
+    ("h100-sxm", "jetstream", False), ("mi300x", "vllm", True), ("gaudi2", "tgi", True), ("cs3", "native", True),
+])
+def test_an_engine_runs_only_where_it_runs(cli, hw, engine, ok):
+    code, out, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", hw, "--engine", engine)
+    assert code == 0 if ok else _one_line(code, err) and "--engine" in err

@@ -599,12 +599,32 @@ def step_model(spec, hw, w, engine=None, params: dict | None = None, kv_precisio
                             mode=mode, eng=eng, kv_precision=kv_precision, params=params)
 
 
+def check_runs_on(name: str, hw) -> None:
+    """BadInput for an engine asked for on hardware it does not run on: TensorRT-LLM on NVIDIA GPUs
+    only, vLLM's ROCm build on AMD GPUs only, JetStream on TPUs only; wafers, RDUs and IPUs serve
+    with their vendor's own stack ('native'; 'ideal' is a bound that runs anywhere)."""
+    own = hw.kind in ("wafer", "rdu", "ipu")
+    wrong = (own and name not in ("native", "ideal")
+             or name == "trtllm" and not (hw.kind == "gpu" and hw.vendor == "NVIDIA")
+             or name == "vllm-rocm" and not (hw.kind == "gpu" and hw.vendor == "AMD")
+             or name == "jetstream" and hw.kind != "tpu")
+    if wrong:
+        where = f"{hw.name} serves with its vendor's own stack: --engine native" if own else \
+            f"{name} does not run on {hw.name} ({hw.vendor} {hw.kind})"
+        raise BadInput(f"--engine {name}: {where}")
+
+
 def resolve_engine(choice, hw) -> Engine:
     """`choice` an Engine, a name (its build for `hw`: build_for), or None (the default engine of
-    `hw`); an empty or unknown name is BadInput, not the default."""
+    `hw`); an empty or unknown name is BadInput, not the default, and so is an engine `hw` does not
+    run (check_runs_on)."""
     if isinstance(choice, Engine):
         return choice
-    return default_engine(hw) if choice is None else engine(build_for(choice, hw))
+    if choice is None:
+        return default_engine(hw)
+    eng = engine(build_for(choice, hw))
+    check_runs_on(eng.name, hw)
+    return eng
 
 
 def with_fitted(eng: Engine, values: dict) -> Engine:
