@@ -96,3 +96,8 @@ def test_a_user_hardware_file_runs_every_prediction(cli, tmp_path, argv):
 def test_an_engine_runs_only_where_it_runs(cli, hw, engine, ok):
     code, out, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", hw, "--engine", engine)
     assert code == 0 if ok else _one_line(code, err) and "--engine" in err
+
+
+def test_calibrate_published_refuses_an_out_it_would_ignore(cli, tmp_path):
+    code, _, err = cli("calibrate", "--published", "--dry-run", "--out", str(tmp_path / "p.json"))
+    assert _one_line(code, err) and "--out" in err and not (tmp_path / "p.json").exists()

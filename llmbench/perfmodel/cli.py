@@ -369,6 +369,9 @@ def calibrate_cmd(a) -> None:
 
     if a.published == bool(a.source):
         raise ValueError("give exactly one of --published or --from FILE")
+    if a.out and not a.source:
+        raise ValueError("--out names the profile a --from fit writes; --published writes one profile per "
+                         "hardware into the profile folder")
     if a.write_shipped and (not a.published or a.dry_run or a.hardware):
         raise ValueError("--write-shipped rewrites every shipped profile: use it with --published alone")
     if a.published:
