@@ -90,7 +90,7 @@ def test_every_catalog_accelerator_serves_or_says_why(capsys):
         if hw.kind == "cpu":
             continue
         code, out, err = _run(capsys, "serve", "--model", "gpt2-small", "--hardware", name, "--rate", "2",
-                              "--requests", "20", "--json")
+                              "--requests", "20", "--prompt-len", "512", "--json")
         assert code == 0, (name, err)
         assert json.loads(out)["completed"] == 20, name
 

@@ -164,6 +164,7 @@ def serve_cmd(a) -> None:
     from llmbench.serve.run import run
 
     d, slo, loads = deployment_of(a), slo_of(a), loads_of(a)
+    _check_out(a, loads)
     if a.db:
         from llmbench.results.safe import check_writable
         check_writable(a.db)
@@ -199,15 +200,37 @@ def _progress(items, label: str, show: bool):
             bar.advance(task)
 
 
-def _write_out(path: str, res: dict, load, many: bool) -> None:
+def _out_path(path: str, load, many: bool) -> str:
+    """--out, or in a sweep one file per rate (-rateR before the suffix)."""
     from pathlib import Path
 
+    if not many:
+        return path
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}-rate{load.rate_per_s:g}{p.suffix}"))
+
+
+def _check_out(a, loads) -> None:
+    """Before anything runs: no --out file is the results database (--db, else the default one),
+    which writing the CSV would overwrite."""
+    import os
+
+    from llmbench.results.store import default_path
+
+    if not a.out:
+        return
+    db = str(default_path(a.db))
+    for load in loads:
+        out = _out_path(a.out, load, len(loads) > 1)
+        same = os.path.realpath(out) == os.path.realpath(db)
+        if same or (os.path.exists(out) and os.path.exists(db) and os.path.samefile(out, db)):
+            raise BadInput(f"--out {out} is the results database {db}: writing the CSV would overwrite it")
+
+
+def _write_out(path: str, res: dict, load, many: bool) -> None:
     from llmbench.serve.metrics import write_records_csv
 
-    if many:
-        p = Path(path)
-        path = str(p.with_name(f"{p.stem}-rate{load.rate_per_s:g}{p.suffix}"))
-    write_records_csv(res["_sim"].records, path)
+    write_records_csv(res["_sim"].records, _out_path(path, load, many))
 
 
 def record(res: dict, load, db) -> str:
@@ -290,6 +313,9 @@ def _register_plan_serve(cli) -> None:
     p = sub.add_parser("serve", help=doc.split("\n\n")[0].replace("\n", " "), description=doc)
     p.set_defaults(_fn=plan_serve_cmd, _parser=p)
     add_deployment_options(p, hardware_required=False)
+    for act in p._actions:  # what plan serve searches: refused when given (plan_serve_cmd), not ignored
+        if act.dest in PLAN_SEARCHES:
+            act.default, act.help = None, f"not accepted: {PLAN_SEARCHES[act.dest]}"
     p.add_argument("--hardware", default=None,
                    help="catalog names, comma-separated (default: every accelerator with a price)")
     add_load_options(p)
@@ -300,6 +326,14 @@ def _register_plan_serve(cli) -> None:
     p.add_argument("--top", type=int_in(1, 1000, "top"), default=10, help="layouts shown (default 10)")
     add_json(p)
     add_db(p, help="record the plan in this results database (default: not recorded)")
+
+
+#: deployment options plan serve chooses itself (or, the router, has no use for): refused when given
+PLAN_SEARCHES = {"devices": "plan serve searches the devices (replicas x tp x pp)",
+                 "tp": "plan serve searches tp", "pp": "plan serve searches pp",
+                 "replicas": "plan serve searches the replicas",
+                 "max_num_seqs": "plan serve searches max-num-seqs",
+                 "router": "plan serve simulates one replica at rate / replicas (no router)"}
 
 
 def _required_unless_serve(plan) -> None:
@@ -325,6 +359,9 @@ def plan_serve_cmd(a) -> None:
     a request rate: hardware x tp x pp x replicas x max-num-seqs searched, the best simulated."""
     from llmbench.serve.plan import plan_serve
 
+    for dest, what in PLAN_SEARCHES.items():
+        if getattr(a, dest) is not None:
+            raise BadInput(f"--{dest.replace('_', '-')}: {what}; use llmbench serve to run one layout")
     if a.rate is None or len(a.rate) != 1 or math.isinf(a.rate[0]):
         raise BadInput("plan serve needs one finite --rate R (requests/s)")
     slo = slo_of(a)
@@ -333,7 +370,8 @@ def plan_serve_cmd(a) -> None:
     load = loads_of(a)[0]
     hws = [h.strip() for h in a.hardware.split(",") if h.strip()] if a.hardware else None
     res = plan_serve(a.model, load, slo, hardware=hws, objective=a.objective, top=a.top,
-                     precision=a.precision, engine=a.engine, show_progress=not a.json)
+                     precision=a.precision, engine=a.engine, kv_precision=a.kv_precision, policy=a.policy,
+                     max_batched_tokens=a.max_batched_tokens, show_progress=not a.json)
     if a.db:
         from llmbench.results.safe import record_or_save
         point = {"suite": "serve-plan", "model": a.model, "hardware": ",".join(res["hardware"]),

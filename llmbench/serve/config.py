@@ -29,6 +29,11 @@ class Deployment:
     replicas: int | None = None      # None: devices / (tp pp), else 1
     router: str = "round_robin"
 
+    def __post_init__(self):
+        if self.policy == "static" and self.max_batched_tokens is not None:
+            raise BadInput("--max-batched-tokens does not apply to --policy static (a batch is whole prompts "
+                           "padded to the longest, with no token budget)")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Load:

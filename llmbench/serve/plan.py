@@ -30,8 +30,10 @@ from dataclasses import replace
 import numpy as np
 
 from llmbench.errors import BadInput
+from llmbench.footprint import KV_PRECISIONS
 from llmbench.serve.metrics import Slo, summarize
-from llmbench.serve.run import Deployment, Load, make_trace, scheduler
+from llmbench.serve.run import (Deployment, Load, check_budget, check_lengths, check_precision, make_trace,
+                                scheduler)
 from llmbench.serve.sim import simulate
 
 MAX_NUM_SEQS = (4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -69,7 +71,7 @@ def _layouts(spec, hw):
             if tp <= dpn and spec.n_heads % tp == 0 and kv % tp == 0 and pp <= spec.n_layers]
 
 
-def _replica_models(model: str, hw_name: str, need_tokens: int, precision, engine):
+def _replica_models(model: str, hw_name: str, need_tokens: int, precision, engine, kv_precision=None):
     """The StepModels of the layouts of `hw_name` that hold the model and one request; wafers:
     only the fewest that hold it (seed 004's layout; more only add hops)."""
     from llmbench.hardware import get_hardware
@@ -83,7 +85,8 @@ def _replica_models(model: str, hw_name: str, need_tokens: int, precision, engin
     mode = "sram_pipeline" if hw.default_mode_infer == "sram_pipeline" else "resident"
     out = []
     for tp, pp in _layouts(spec, hw):
-        sm = build_step_model(spec, hw, precision=prec, tp=tp, pp=pp, mode=mode, eng=eng)
+        sm = build_step_model(spec, hw, precision=prec, tp=tp, pp=pp, mode=mode, eng=eng,
+                              kv_precision=kv_precision)
         if sm.fits and sm.kv_capacity_tokens >= need_tokens:
             out.append(sm)
             if mode == "sram_pipeline":
@@ -119,14 +122,18 @@ def _economics(hw, devices: int, rate: float, O: float) -> dict:
             "price_source": (hw.sources or {}).get("price_per_device_hour_usd", "no price in the catalog")}
 
 
-def candidates(model: str, load: Load, slo: Slo, hardware: list[str], precision=None, engine=None):
+def candidates(model: str, load: Load, slo: Slo, hardware: list[str], precision=None, engine=None,
+               kv_precision=None):
     """Every screened candidate (dicts), and how many were searched."""
+    from llmbench.point import Workload
+
     trace = make_trace(load)
+    check_lengths(Workload(model=model, suite="infer").spec(), trace)
     P, O = float(trace.prompt_tokens.mean()), float(trace.output_tokens.mean())
     need = int(np.percentile(trace.prompt_tokens + trace.output_tokens, 99))
     out, searched = [], 0
     for name in hardware:
-        hw, models = _replica_models(model, name, need, precision, engine)
+        hw, models = _replica_models(model, name, need, precision, engine, kv_precision)
         for sm in models:
             for m, lam in screen(sm, P, O, slo).items():
                 searched += 1
@@ -150,16 +157,20 @@ def _key(objective: str):
     return lambda c: (c["devices"], c["usd_per_mtok_output"] if c["usd_per_mtok_output"] is not None else big)
 
 
-def verify(c: dict, load: Load, slo: Slo, trace) -> dict | None:
+def verify(c: dict, load: Load, slo: Slo, trace, policy=None, max_batched_tokens=None) -> dict | None:
     """Simulate one replica of candidate `c` at rate / replicas; add replicas (up to MAX_EXTRA)
     until p99 TTFT and p99 TPOT meet the objectives. The candidate with its simulated figures."""
     sm = c["_sm"]
-    d = Deployment(model="-", hardware=c["hardware"], max_num_seqs=c["max_num_seqs"], replicas=1)
+    d = Deployment(model="-", hardware=c["hardware"], max_num_seqs=c["max_num_seqs"], replicas=1,
+                   policy=policy, max_batched_tokens=max_batched_tokens)
     for extra in range(MAX_EXTRA + 1):
         replicas = c["replicas"] + extra
         one = replace(load, rate_per_s=load.rate_per_s / replicas, requests=min(load.requests, SIM_REQUESTS))
         t = make_trace(one) if load.trace is None else trace.head(min(len(trace), SIM_REQUESTS))
-        res = simulate(t, sm, scheduler(d, sm, one))
+        check_lengths(sm.spec, t)
+        sched = scheduler(d, sm, one)
+        check_budget(d, sched, t)
+        res = simulate(t, sm, sched)
         s = summarize(res.records, slo=slo, percentiles=(50, 99))
         if (s["p99_ttft_ms"] is not None and s["p99_ttft_ms"] <= slo.ttft_ms and s["p99_tpot_ms"] is not None
                 and s["p99_tpot_ms"] <= slo.tpot_ms and s["failed"] == 0):
@@ -175,23 +186,29 @@ def verify(c: dict, load: Load, slo: Slo, trace) -> dict | None:
 
 
 def plan_serve(model: str, load: Load, slo: Slo, *, hardware: list[str] | None = None, objective: str = "cost",
-               top: int = 5, precision=None, engine=None, show_progress: bool = False) -> dict:
+               top: int = 5, precision=None, engine=None, kv_precision=None, policy=None,
+               max_batched_tokens=None, show_progress: bool = False) -> dict:
     """The `top` deployments meeting `slo` at `load.rate_per_s`, ranked by `objective`, each
-    simulated; and the best of each hardware by the screen (simulated when it is in the top)."""
+    simulated; and the best of each hardware by the screen (simulated when it is in the top).
+    precision, engine, kv_precision: every candidate's; policy, max_batched_tokens: the simulated
+    scheduler's (the screen's fluid model is continuous batching)."""
     if objective not in OBJECTIVES:
         raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     if math.isinf(load.rate_per_s):
         raise BadInput("plan serve needs a finite --rate")
+    Deployment(model=model, hardware="-", policy=policy, max_batched_tokens=max_batched_tokens)  # its checks
+    if kv_precision is not None and kv_precision not in KV_PRECISIONS:
+        raise BadInput(f"--kv-precision must be one of {', '.join(KV_PRECISIONS)}, got {kv_precision!r}")
     t0 = time.perf_counter()
-    hardware = hardware or default_hardware()
-    cands, searched, trace = candidates(model, load, slo, hardware, precision, engine)
+    hardware = _with_engine(_with_precision(hardware, precision), engine, listed=bool(hardware))
+    cands, searched, trace = candidates(model, load, slo, hardware, precision, engine, kv_precision)
     cands.sort(key=_key(objective))
     chosen, tried = [], 0
     for c in _progress(cands, top, show_progress):
         if any(_same(c, k) for k in chosen):
             continue
         tried += 1
-        v = verify(c, load, slo, trace)
+        v = verify(c, load, slo, trace, policy, max_batched_tokens)
         if v is not None and not any(_same(v, k) for k in chosen):
             chosen.append(v)
         if len(chosen) >= top:
@@ -205,6 +222,47 @@ def plan_serve(model: str, load: Load, slo: Slo, *, hardware: list[str] | None =
             "simulated": tried, "trace": trace.describe(), "layouts": [_public(c) for c in chosen],
             "best_per_hardware": [_public(c) for c in sorted(best.values(), key=_key(objective))],
             "no_candidate": sorted(set(hardware) - set(best)), "elapsed_s": time.perf_counter() - t0}
+
+
+def _with_precision(hardware: list[str] | None, precision: str | None) -> list[str]:
+    """The hardware searched: as listed, each with a peak in `precision` (else BadInput, as serve
+    and predict infer); by default every accelerator, only those with such a peak when one is asked."""
+    from llmbench.hardware import get_hardware
+
+    if hardware:
+        for name in hardware:
+            check_precision(get_hardware(name), precision)
+        return hardware
+    if precision is None:
+        return default_hardware()
+    check_precision(None, precision)
+    out = [n for n in default_hardware() if get_hardware(n).peak(precision)]
+    if not out:
+        raise BadInput(f"no catalog accelerator has a {precision} peak; choose another --precision")
+    return out
+
+
+def _with_engine(hardware: list[str], engine: str | None, listed: bool) -> list[str]:
+    """The hardware searched with --engine: as listed, each one it runs on (else BadInput, as serve
+    and predict infer: serving.check_runs_on); by default only those it runs on."""
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.serving import build_for, check_runs_on, engine as engine_named
+
+    if engine is None:
+        return hardware
+    out = []
+    for name in hardware:
+        hw = get_hardware(name)
+        try:
+            check_runs_on(engine_named(build_for(engine, hw)).name, hw)
+        except BadInput:
+            if listed:
+                raise
+            continue
+        out.append(name)
+    if not out:
+        raise BadInput(f"--engine {engine} runs on no catalog accelerator plan serve searches")
+    return out
 
 
 def _same(a: dict, b: dict) -> bool:

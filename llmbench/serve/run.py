@@ -47,6 +47,7 @@ def replica(d: Deployment, need_tokens: int = 0):
     from llmbench.point import Workload
 
     spec, hw = _hw_spec(d)
+    check_precision(hw, d.precision)
     eng = resolve_engine(d.engine, hw)
     for tp, pp in _layouts(d, spec, hw):
         w = Workload(model=d.model, hardware=d.hardware, suite="infer", precision=d.precision,
@@ -74,10 +75,56 @@ def _layouts(d: Deployment, spec, hw):
     pps = [d.pp] if d.pp else range(1, spec.n_layers + 1)
     out = sorted(((tp, pp) for tp in tps for pp in pps), key=lambda x: (x[0] * x[1], x[1]))
     if d.devices:
-        out = [(tp, pp) for tp, pp in out if d.devices % (tp * pp) == 0]
+        out = [(tp, pp) for tp, pp in out if d.devices % (tp * pp) == 0
+               and (d.replicas is None or d.replicas * tp * pp == d.devices)]
         if not out:
-            raise BadInput(f"--devices {d.devices} is not a multiple of tp x pp")
+            given = ", ".join(f"--{k} {v}" for k, v in (("devices", d.devices), ("replicas", d.replicas),
+                                                          ("tp", d.tp), ("pp", d.pp)) if v)
+            raise BadInput(f"{given}: no layout of {spec.name} has devices = replicas x tp x pp "
+                           "(tp dividing the heads, pp up to the layers)")
     return out[:64]
+
+
+def check_precision(hw, precision: str | None) -> None:
+    """An asked weights' precision must have a peak on `hw`, as predict infer checks it
+    (perfmodel/step.peak_flops), not fall back to the hardware's own in silence (precision_for);
+    hw None: the name only."""
+    from llmbench.perfmodel.step import peak_flops
+    from llmbench.point import PRECISIONS
+
+    if precision is None:
+        return
+    if precision not in PRECISIONS:
+        raise BadInput(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if hw is None:
+        return
+    try:
+        peak_flops(hw, precision)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+
+
+def check_lengths(spec, trace: tr.Trace) -> None:
+    """Every request's prompt + output within the model's positions (max_position_embeddings), as
+    predict infer checks --seq + --gen-len (point.check_positions); serve has no --rope-scaling."""
+    total = trace.prompt_tokens + trace.output_tokens
+    i = int(total.argmax())
+    if total[i] > spec.max_seq_len:
+        raise BadInput(f"the longest request has {int(trace.prompt_tokens[i]):,} prompt + "
+                       f"{int(trace.output_tokens[i]):,} output = {int(total[i]):,} tokens, more than "
+                       f"{spec.name}'s {spec.max_seq_len:,} positions; shorten the prompts or outputs")
+
+
+def check_budget(d: Deployment, sched: Scheduler, trace: tr.Trace) -> None:
+    """Without chunked prefill a prompt is prefilled whole in one step: vLLM refuses to start when
+    --max-num-batched-tokens is below the longest sequence it may take (SchedulerConfig); so is a
+    budget the user gives below the longest prompt (the engine's default is sized for its prompts)."""
+    longest = int(trace.prompt_tokens.max())
+    given = d.max_batched_tokens is not None
+    if given and sched.policy == "continuous" and longest > sched.max_batched_tokens:
+        raise BadInput(f"--max-batched-tokens {sched.max_batched_tokens:,} is below the longest prompt "
+                       f"({longest:,} tokens), which --policy continuous prefills in one step; raise it "
+                       "or use --policy chunked")
 
 
 def scheduler(d: Deployment, sm, load: Load) -> Scheduler:
@@ -101,9 +148,11 @@ def scheduler(d: Deployment, sm, load: Load) -> Scheduler:
 def run(d: Deployment, load: Load, slo: Slo | None = None, trace: tr.Trace | None = None) -> dict:
     """Simulate `load` on `d`: the summary (benchmark_serving keys) and what ran."""
     trace = trace if trace is not None else make_trace(load)
+    check_lengths(_hw_spec(d)[0], trace)
     need = int((trace.prompt_tokens + trace.output_tokens).max())
     sm = replica(d, min(need, 1 << 20))
     sched = scheduler(d, sm, load)
+    check_budget(d, sched, trace)
     res = simulate(trace, sm, sched)
     summary = summarize(res.records, slo=slo, kv_cache_utilization=res.kv_cache_utilization,
                         preemptions=res.preemptions)
@@ -125,7 +174,7 @@ def describe(d: Deployment, sm, sched: Scheduler, load: Load, trace: tr.Trace, s
             "burstiness": load.burstiness, "max_concurrency": load.max_concurrency,
             "trace": trace.describe(),
             "slo": None if slo is None or not slo.given() else asdict(slo),
-            "calibration": serving_calibration(d.hardware, sm.engine.name)}
+            "calibration": serving_calibration(sm.hw.name, sm.engine.name)}
 
 
 def result_row(res: dict, load: Load) -> dict:

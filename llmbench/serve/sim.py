@@ -523,10 +523,10 @@ def _lockstep(reps: list[_Replica], reqs: _Requests, arrival: np.ndarray, too_lo
     t_floor, rr = 0.0, 0
     for i in range(len(arrival)):
         t_floor = max(t_floor, float(arrival[i]))
+        for p in reps:  # first: every finish up to the arrival is known before counting those in flight
+            p.advance(t_floor)
         while sum(p.outstanding(t_floor) for p in reps) >= limit:
             t_floor = _next_finish(reps, t_floor)
-        for p in reps:
-            p.advance(t_floor)
         reqs.sent[i] = t_floor
         if too_long[i]:
             continue
