@@ -79,9 +79,8 @@ def run_workload(w: Workload, run: RunOptions) -> tuple[Workload, dict]:
                    "environment": environment}
     except ValueError:
         raise
-    except BaseException as exc:  # noqa: BLE001 - a measurement failure is a result
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
+    except Exception as exc:  # noqa: BLE001 - a measurement failure is a result
+        # only an Exception: Ctrl-C, SIGTERM (studies/runner.py Terminated) and exit stop the sweep
         return w, _failure(exc, environment)
     finally:
         gc.collect()

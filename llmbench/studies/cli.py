@@ -91,10 +91,11 @@ def register(cli) -> None:
     add_db(p)
     add_json(p)
     p = cli.command("reproduce", reproduce_cmd)
-    p.add_argument("--quick", action=argparse.BooleanOptionalAction, default=True,
-                   help="--quick (default): shrunk studies under time budgets, < 10 min on 2 CPU cores; "
-                        "--no-quick (or --full): the full studies")
-    p.add_argument("--full", dest="quick", action="store_false", help="the full studies (= --no-quick)")
+    mode = p.add_mutually_exclusive_group()  # --quick --full contradict: refused (one line, exit 2)
+    mode.add_argument("--quick", action=argparse.BooleanOptionalAction, default=True,
+                      help="--quick (default): shrunk studies under time budgets, < 10 min on 2 CPU cores; "
+                           "--no-quick (or --full): the full studies")
+    mode.add_argument("--full", dest="quick", action="store_false", help="the full studies (= --no-quick)")
     p.add_argument("--out", type=Path, default=Path("out"), help="output directory for report.html and img/")
     add_db(p)
     p.add_argument("--measure", action=argparse.BooleanOptionalAction, default=True,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from llmbench.report.rows import flat_ceilings
 from llmbench.studies.fidelity import counts_line
+from llmbench.studies.runner import Terminated, sigterm_unwinds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,23 +85,29 @@ def record_streaming(db, result: dict) -> None:
 
 
 def run_step(step: Step, db_path: Path, *, quick: bool, deadline: float, log=print) -> dict:
-    """Run one measured piece as a subprocess; kill its process group when over budget."""
+    """Run one measured piece as a subprocess; stop its process group when over budget, or when
+    reproduce itself is interrupted (Ctrl-C) or terminated (SIGTERM: passed on to the piece, which
+    has STOP_WAIT_S to end, and then reproduce ends by it): no orphan goes on writing the database."""
     budget = min(step.budget_s, max(5.0, deadline - time.monotonic())) if quick else None
     env = {**os.environ, "LLMBENCH_DB": str(db_path)}
     cmd = [sys.executable, *step.python_args, *step.argv]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=budget)
-        status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: {_last_line(err)}"
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        status = f"stopped at its budget of {budget:.0f} s (finished points are kept)"
-    except BaseException:  # Ctrl-C of reproduce: the child has its own session, end it too
-        _kill_group(proc)
-        raise
+    with sigterm_unwinds():
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=budget)
+            status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: {_last_line(err)}"
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            status = f"stopped at its budget of {budget:.0f} s (finished points are kept)"
+        except BaseException as e:  # the child has its own session: pass the signal on, end it
+            if isinstance(e, Terminated):
+                _kill_group(proc, signal.SIGTERM, wait_s=STOP_WAIT_S)
+            else:
+                _kill_group(proc)
+            raise
     dt = time.monotonic() - t0
     log(f"  {step.name:<18} {dt:6.1f} s  {status}")
     head = "llmbench" if step.python_args == ("-m", "llmbench") else "python " + " ".join(step.python_args)
@@ -108,15 +115,21 @@ def run_step(step: Step, db_path: Path, *, quick: bool, deadline: float, log=pri
             "status": status, "stdout": out or ""}
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """End the subprocess we started and its children (torchrun workers): its own process group."""
-    for sig in (signal.SIGINT, signal.SIGKILL):
+#: seconds a terminated piece has to record its state and exit before it is killed (a study
+#: releases its running point and exits at once; `timeout` sends SIGKILL only if asked, -k)
+STOP_WAIT_S = 15.0
+
+
+def _kill_group(proc: subprocess.Popen, first: int = signal.SIGINT, wait_s: float = 5.0) -> None:
+    """End the subprocess we started and its children (torchrun workers), its own process group:
+    `first`, then SIGKILL if it has not exited within wait_s."""
+    for sig in (first, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=wait_s)
             return
         except subprocess.TimeoutExpired:
             continue

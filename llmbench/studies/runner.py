@@ -182,7 +182,7 @@ def run_study(name: str, *, quick: bool = False, device: str | None = None,
     spec = get_study(name)
     local = local_device(device)
     started = now()
-    with _sigterm_unwinds(), ResultsDB(db) as store:
+    with sigterm_unwinds(), ResultsDB(db) as store:
         plan = plan_study(spec, store, quick=quick, local=local, force=force, redo=redo,
                           retry_crashed=retry_crashed)
         env = {**base_environment(), "study": spec.name, "quick": quick, "device": local.device,
@@ -221,14 +221,14 @@ def _claim_and_run(store: ResultsDB, spec: StudySpec, p: PlannedPoint, local: Lo
         return
     try:
         measured, res = run_one(suite.get(), p.workload, p.run, suite_module=suite.module)
-    except BaseException:  # Ctrl-C, SIGTERM: no result, so the row goes back to what it was
-        release(store, p.workload, before)
+        if measured.id() != p.workload.id():  # recorded under the planned key all the same
+            env["measured_as"] = measured.to_dict()
+        store.record(p.workload, status=res["status"], metrics=res.get("metrics") or {},
+                     error=res.get("error"), environment={**env, **(res.get("environment") or {})},
+                     study=spec.name)
+    except BaseException:  # Ctrl-C, SIGTERM before the result is in: the row goes back to what it was
+        release(store, p.workload, before)  # (a recorded result is not this claim's row: left alone)
         raise
-    if measured.id() != p.workload.id():  # recorded under the planned key all the same
-        env["measured_as"] = measured.to_dict()
-    store.record(p.workload, status=res["status"], metrics=res.get("metrics") or {},
-                 error=res.get("error"), environment={**env, **(res.get("environment") or {})},
-                 study=spec.name)
 
 
 class _Suite:
@@ -243,25 +243,27 @@ class _Suite:
         return self._fn
 
 
-class _Terminated(BaseException):
-    """SIGTERM inside a sweep: unwinds like Ctrl-C so the claimed point is released."""
+class Terminated(BaseException):
+    """SIGTERM inside a sweep: unwinds like Ctrl-C so the claimed point is released. Not an
+    Exception, so no `except Exception` of a measurement turns it into an `error` result."""
 
 
 @contextmanager
-def _sigterm_unwinds():
-    """While a sweep runs, SIGTERM raises _Terminated (the claim is released on the way out); the
-    signal is then delivered again with the previous handler, so the exit status stays SIGTERM's."""
+def sigterm_unwinds():
+    """While a sweep runs, SIGTERM raises Terminated (the claim is released on the way out); the
+    signal is then delivered again with the previous handler, so the exit status stays SIGTERM's
+    (143 in a shell). Also used by studies/reproduce.py around its subprocesses."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def raise_terminated(signum, frame):
-        raise _Terminated()
+        raise Terminated()
 
     old = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         yield
-    except _Terminated:
+    except Terminated:
         signal.signal(signal.SIGTERM, old)
         os.kill(os.getpid(), signal.SIGTERM)
         raise KeyboardInterrupt from None  # only reached when the old handler did not exit
