@@ -101,3 +101,13 @@ def test_an_engine_runs_only_where_it_runs(cli, hw, engine, ok):
 def test_calibrate_published_refuses_an_out_it_would_ignore(cli, tmp_path):
     code, _, err = cli("calibrate", "--published", "--dry-run", "--out", str(tmp_path / "p.json"))
     assert _one_line(code, err) and "--out" in err and not (tmp_path / "p.json").exists()
+
+
+def test_plans_that_differ_in_any_input_are_recorded_apart(cli, tmp_path):
+    db = str(tmp_path / "p.db")
+    base = ["plan", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--rate", "4",
+            "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--db", db, "--json"]
+    for extra in ([], ["--kv-precision", "fp8"], ["--prompt-len", "512"], []):
+        assert cli(*base, *extra)[0] == 0
+    code, out, _ = cli("results", "list", "--db", db, "--json")
+    assert code == 0 and len(json.loads(out)) == 3  # the last run repeats the first: one point

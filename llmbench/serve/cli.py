@@ -375,7 +375,10 @@ def plan_serve_cmd(a) -> None:
     if a.db:
         from llmbench.results.safe import record_or_save
         point = {"suite": "serve-plan", "model": a.model, "hardware": ",".join(res["hardware"]),
-                 "request_rate": load.rate_per_s, "slo": res["slo"], "objective": a.objective}
+                 "request_rate": load.rate_per_s, "slo": res["slo"], "objective": a.objective,
+                 "trace": res["trace"], "max_concurrency": load.max_concurrency, "top": a.top,
+                 **{k: getattr(a, k) for k in ("precision", "engine", "kv_precision", "policy",
+                                               "max_batched_tokens")}}  # every input that moves the answer
         res["key"] = record_or_save(a.db, point, source="predicted", status="ok", metrics=res)
     if a.json:
         return emit_json(res)
