@@ -115,7 +115,6 @@ def test_closed_loop_all_at_zero_runs_one_after_another():
     (["--devices", "3", "--tp", "2"], "plan serve searches"),
     (["--replicas", "2", "--devices", "1"], "plan serve searches"),
     (["--replicas", "2"], "--replicas: plan serve"),
-    (["--router", "least_outstanding"], "--router: plan serve simulates one replica"),
     (["--precision", "nosuch"], "--precision must be one of"),
     (["--kv-precision", "nosuch"], "--kv-precision must"),
     (["--policy", "static", "--max-batched-tokens", "64"], "--max-batched-tokens does not apply"),
@@ -204,3 +203,16 @@ def test_serve_out_never_overwrites_the_results_database(capsys, tmp_path, monke
     _refused(capsys, "is the results database", *SERVE, "--rate", "4", "--requests", "20", "--out", str(db))
     assert db.read_bytes() == before
     assert not (tmp_path / "R-rate4.db").exists()
+
+
+def test_plan_serve_simulates_every_replica_under_the_whole_load(capsys):
+    # the simulated deployment takes the whole rate (its replicas behind the router), not one
+    # replica at rate / replicas; the router is the user's when given
+    for router in ([], ["--router", "round_robin"]):
+        code, out, err = _run(capsys, "plan", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+                              "--rate", "40", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--json", *router)
+        assert code == 0, err
+        best = json.loads(out)["layouts"][0]
+        assert best["replicas"] > 1
+        # 300 requests: arrivals over 7.5 s, then the drain; one replica at 40 / replicas gave half of it or less
+        assert 0.6 * 40 < best["simulated"]["request_throughput"] <= 40 * 1.05

@@ -316,6 +316,8 @@ def _register_plan_serve(cli) -> None:
     for act in p._actions:  # what plan serve searches: refused when given (plan_serve_cmd), not ignored
         if act.dest in PLAN_SEARCHES:
             act.default, act.help = None, f"not accepted: {PLAN_SEARCHES[act.dest]}"
+        elif act.dest == "router":
+            act.default, act.help = None, "how the simulated replicas share the load (default least_outstanding)"
     p.add_argument("--hardware", default=None,
                    help="catalog names, comma-separated (default: every accelerator with a price)")
     add_load_options(p)
@@ -328,12 +330,11 @@ def _register_plan_serve(cli) -> None:
     add_db(p, help="record the plan in this results database (default: not recorded)")
 
 
-#: deployment options plan serve chooses itself (or, the router, has no use for): refused when given
+#: deployment options plan serve chooses itself: refused when given
 PLAN_SEARCHES = {"devices": "plan serve searches the devices (replicas x tp x pp)",
                  "tp": "plan serve searches tp", "pp": "plan serve searches pp",
                  "replicas": "plan serve searches the replicas",
-                 "max_num_seqs": "plan serve searches max-num-seqs",
-                 "router": "plan serve simulates one replica at rate / replicas (no router)"}
+                 "max_num_seqs": "plan serve searches max-num-seqs"}
 
 
 def _required_unless_serve(plan) -> None:
@@ -371,14 +372,14 @@ def plan_serve_cmd(a) -> None:
     hws = [h.strip() for h in a.hardware.split(",") if h.strip()] if a.hardware else None
     res = plan_serve(a.model, load, slo, hardware=hws, objective=a.objective, top=a.top,
                      precision=a.precision, engine=a.engine, kv_precision=a.kv_precision, policy=a.policy,
-                     max_batched_tokens=a.max_batched_tokens, show_progress=not a.json)
+                     max_batched_tokens=a.max_batched_tokens, router=a.router, show_progress=not a.json)
     if a.db:
         from llmbench.results.safe import record_or_save
         point = {"suite": "serve-plan", "model": a.model, "hardware": ",".join(res["hardware"]),
                  "request_rate": load.rate_per_s, "slo": res["slo"], "objective": a.objective,
                  "trace": res["trace"], "max_concurrency": load.max_concurrency, "top": a.top,
                  **{k: getattr(a, k) for k in ("precision", "engine", "kv_precision", "policy",
-                                               "max_batched_tokens")}}  # every input that moves the answer
+                                               "max_batched_tokens", "router")}}  # every input that moves the answer
         res["key"] = record_or_save(a.db, point, source="predicted", status="ok", metrics=res)
     if a.json:
         return emit_json(res)

@@ -15,8 +15,8 @@ Two stages, both on the same per-step cost model (perfmodel/serving.py):
    b limited by max-num-seqs and the KV cache (b x (P + O) tokens). The largest lambda(b) whose
    TPOT is within SCREEN_MARGIN of the objective, and t_p x TTFT_QUEUE within the TTFT one, sets
    the rate a replica takes at HEADROOM utilisation; replicas = ceil(rate / that);
-2. simulate the best candidates (serve/sim.py: one replica at rate / replicas, the load's length
-   distributions) and keep those whose p99 TTFT and p99 TPOT meet the objectives, adding a
+2. simulate the best candidates (serve/sim.py: all their replicas behind the router, default
+   least-outstanding, fed the whole load: rate or trace, length distributions, concurrency limit) and keep those whose p99 TTFT and p99 TPOT meet the objectives, adding a
    replica (up to MAX_EXTRA) when they do not. Only simulated layouts are called meeting the SLOs.
 Cost: devices x the catalog's price per device-hour (its source cited there) over the output
 tokens per hour; energy: devices x the catalog's power_w over output tokens per second.
@@ -157,17 +157,20 @@ def _key(objective: str):
     return lambda c: (c["devices"], c["usd_per_mtok_output"] if c["usd_per_mtok_output"] is not None else big)
 
 
-def verify(c: dict, load: Load, slo: Slo, trace, policy=None, max_batched_tokens=None) -> dict | None:
-    """Simulate one replica of candidate `c` at rate / replicas; add replicas (up to MAX_EXTRA)
-    until p99 TTFT and p99 TPOT meet the objectives. The candidate with its simulated figures."""
+def verify(c: dict, load: Load, slo: Slo, trace, policy=None, max_batched_tokens=None,
+           router=None) -> dict | None:
+    """Simulate candidate `c`'s replicas behind `router` (None: least-outstanding), fed the whole
+    load (its rate or trace, and the client's concurrency limit over all of them); add replicas (up to
+    MAX_EXTRA) until p99 TTFT and p99 TPOT meet the objectives. The candidate with its figures."""
     sm = c["_sm"]
-    d = Deployment(model="-", hardware=c["hardware"], max_num_seqs=c["max_num_seqs"], replicas=1,
-                   policy=policy, max_batched_tokens=max_batched_tokens)
+    one = replace(load, requests=min(load.requests, SIM_REQUESTS))
+    t = make_trace(one) if load.trace is None else trace.head(min(len(trace), SIM_REQUESTS))
+    check_lengths(sm.spec, t)
     for extra in range(MAX_EXTRA + 1):
         replicas = c["replicas"] + extra
-        one = replace(load, rate_per_s=load.rate_per_s / replicas, requests=min(load.requests, SIM_REQUESTS))
-        t = make_trace(one) if load.trace is None else trace.head(min(len(trace), SIM_REQUESTS))
-        check_lengths(sm.spec, t)
+        d = Deployment(model="-", hardware=c["hardware"], max_num_seqs=c["max_num_seqs"], replicas=replicas,
+                       policy=policy, max_batched_tokens=max_batched_tokens,
+                       router=router or "least_outstanding")
         sched = scheduler(d, sm, one)
         check_budget(d, sched, t)
         res = simulate(t, sm, sched)
@@ -180,14 +183,15 @@ def verify(c: dict, load: Load, slo: Slo, trace, policy=None, max_batched_tokens
                     **_economics(c["_hw"], devices, load.rate_per_s, O),
                     "simulated": {k: s[k] for k in ("p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms",
                                                     "request_goodput", "request_throughput")}
-                    | {"requests": len(t), "rate_per_replica": one.rate_per_s, "preemptions": res.preemptions,
+                    | {"requests": len(t), "rate_per_replica": load.rate_per_s / replicas,
+                       "preemptions": res.preemptions,
                        "kv_cache_utilization": res.kv_cache_utilization}}
     return None
 
 
 def plan_serve(model: str, load: Load, slo: Slo, *, hardware: list[str] | None = None, objective: str = "cost",
                top: int = 5, precision=None, engine=None, kv_precision=None, policy=None,
-               max_batched_tokens=None, show_progress: bool = False) -> dict:
+               max_batched_tokens=None, router=None, show_progress: bool = False) -> dict:
     """The `top` deployments meeting `slo` at `load.rate_per_s`, ranked by `objective`, each
     simulated; and the best of each hardware by the screen (simulated when it is in the top).
     precision, engine, kv_precision: every candidate's; policy, max_batched_tokens: the simulated
@@ -208,7 +212,7 @@ def plan_serve(model: str, load: Load, slo: Slo, *, hardware: list[str] | None =
         if any(_same(c, k) for k in chosen):
             continue
         tried += 1
-        v = verify(c, load, slo, trace, policy, max_batched_tokens)
+        v = verify(c, load, slo, trace, policy, max_batched_tokens, router)
         if v is not None and not any(_same(v, k) for k in chosen):
             chosen.append(v)
         if len(chosen) >= top:
