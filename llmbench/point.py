@@ -122,9 +122,10 @@ METRICS = {
     "energy_j_per_token": ("J/token", "device power x time per token"),
     "cost_usd_per_token": ("USD/token", "price per device-hour x devices x time per token"),
     # predicted-only explanations
-    "bound": ("", "compute | memory | network | stream | latency (fixed per-step time): what limits the step"),
-    "link_bytes_per_token": ("bytes", "what one generated token moves between a replica's devices (TP all-reduces, "
-                                      "pipeline hops)"),
+    "bound": ("", "compute | memory | network | stream | latency (fixed per-step time): what limits the "
+                  "step"),
+    "link_bytes_per_token": ("bytes", "what one generated token moves between a replica's devices "
+                                      "(TP all-reduces, pipeline hops)"),
     "fits": ("", "whether the workload fits the devices' memory"),
     "mode": ("", "resident | weight_streaming | sram_pipeline, as executed"),
     "breakdown_s": ("s", "predicted time per term: compute, memory, network, stream, optimizer"),

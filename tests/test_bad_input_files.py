@@ -45,7 +45,8 @@ def test_report_into_a_file_is_refused(cli, db):
     ["project", *TRAIN, "--hardware", "a100-80gb", "--dataset", "inf"],
     ["predict", "train", *TRAIN, "--hardware", "a100-80gb", "--mode", "sram_pipeline"],
     ["predict", "train", *TRAIN, "--hardware", "a100-80gb", "--offload", "weights", "--mode", "resident"],
-    ["predict", "train", *TRAIN, "--hardware", "a100-80gb", "--offload", "none", "--mode", "weight_streaming"],
+    ["predict", "train", *TRAIN, "--hardware", "a100-80gb", "--offload", "none",
+     "--mode", "weight_streaming"],
 ])
 def test_contradictory_or_non_finite_options_are_one_line(cli, argv):
     code, out, err = cli(*argv)
@@ -60,7 +61,8 @@ def test_an_infinite_price_is_refused(cli, db):
 def test_a_profile_that_sets_nothing_is_refused(cli, tmp_path):
     prof = tmp_path / "empty.json"
     prof.write_text("{}")
-    code, _, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--profile", str(prof))
+    code, _, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+                       "--profile", str(prof))
     assert _one_line(code, err) and "sets no parameters" in err
 
 
@@ -91,7 +93,8 @@ def test_a_user_hardware_file_runs_every_prediction(cli, tmp_path, argv):
 
 @pytest.mark.parametrize("hw, engine, ok", [
     ("mi300x", "trtllm", False), ("h100-sxm", "vllm-rocm", False), ("cs2", "vllm", False),
-    ("h100-sxm", "jetstream", False), ("mi300x", "vllm", True), ("gaudi2", "tgi", True), ("cs3", "native", True),
+    ("h100-sxm", "jetstream", False), ("mi300x", "vllm", True), ("gaudi2", "tgi", True),
+    ("cs3", "native", True),
 ])
 def test_an_engine_runs_only_where_it_runs(cli, hw, engine, ok):
     code, out, err = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", hw, "--engine", engine)

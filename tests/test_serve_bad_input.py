@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from llmbench.cli import main
 from llmbench.serve.sim import Scheduler, simulate
 from llmbench.serve.trace import Trace
 
@@ -16,18 +15,8 @@ PLAN = ["plan", "serve", "--model", "llama-3-8b", "--hardware", "h100-sxm", "--r
         "--slo-ttft-ms", "500", "--slo-tpot-ms", "50"]
 
 
-def _run(capsys, *argv):
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _refused(capsys, match, *argv):
-    code, out, err = _run(capsys, *argv)
+def _refused(cli, match, *argv):
+    code, out, err = cli(*argv)
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (code, err)
     assert match in err and "Traceback" not in err, err
     return err
@@ -61,18 +50,18 @@ def trace_csv(tmp_path):
 
 @pytest.mark.parametrize("extra", [[], ["--replicas", "2"], ["--unsorted"],
                                    ["--replicas", "2", "--router", "least_outstanding"]])
-def test_closed_loop_with_an_idle_gap_completes_every_request(capsys, tmp_path, trace_csv, extra):
+def test_closed_loop_with_an_idle_gap_completes_every_request(cli, tmp_path, trace_csv, extra):
     if extra == ["--unsorted"]:
         trace_csv, extra = str(tmp_path / "u.csv"), []
         open(trace_csv, "w").write("arrival_s,prompt_tokens,output_tokens\n5,100,10\n1,200,20\n0,300,5\n")
-    code, out, err = _run(capsys, *SERVE, "--trace", trace_csv, "--max-concurrency", "1", *extra, "--json")
+    code, out, err = cli(*SERVE, "--trace", trace_csv, "--max-concurrency", "1", *extra, "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["completed"] == d["trace"]["requests"] and d["failed"] == 0
 
 
-def test_plan_serve_with_a_concurrency_limit_completes(capsys):
-    code, out, err = _run(capsys, *PLAN, "--max-concurrency", "4", "--requests", "100", "--json")
+def test_plan_serve_with_a_concurrency_limit_completes(cli):
+    code, out, err = cli(*PLAN, "--max-concurrency", "4", "--requests", "100", "--json")
     assert code == 0, err
     assert json.loads(out)["layouts"]
 
@@ -121,25 +110,25 @@ def test_closed_loop_all_at_zero_runs_one_after_another():
     (["--policy", "continuous", "--max-batched-tokens", "64"], "--max-batched-tokens 64 is below"),
     (["--output-len", "100000"], "8,192 positions"),
 ])
-def test_plan_serve_refuses_what_it_would_ignore(capsys, args, match):
-    _refused(capsys, match, *PLAN, *args)
+def test_plan_serve_refuses_what_it_would_ignore(cli, args, match):
+    _refused(cli, match, *PLAN, *args)
 
 
-def test_plan_serve_refuses_a_precision_the_hardware_lacks(capsys):
+def test_plan_serve_refuses_a_precision_the_hardware_lacks(cli):
     argv = [a if a != "h100-sxm" else "h100-sxm,a100-80gb" for a in PLAN]
-    _refused(capsys, "a100-80gb has no fp8 peak", *argv, "--precision", "fp8")
+    _refused(cli, "a100-80gb has no fp8 peak", *argv, "--precision", "fp8")
 
 
-def test_plan_serve_honours_kv_precision_and_precision(capsys):
+def test_plan_serve_honours_kv_precision_and_precision(cli):
     def plan(*extra):
-        code, out, err = _run(capsys, *PLAN, "--requests", "200", "--top", "2", *extra, "--json")
+        code, out, err = cli(*PLAN, "--requests", "200", "--top", "2", *extra, "--json")
         assert code == 0, err
         return json.loads(out)
     base, fp8 = plan(), plan("--kv-precision", "fp8")
     assert [c["simulated"] for c in base["layouts"]] != [c["simulated"] for c in fp8["layouts"]]
     # no --hardware: only the accelerators with an fp8 peak are searched
     every = [a for a in PLAN if a not in ("--hardware", "h100-sxm")]
-    code, out, err = _run(capsys, *every, "--requests", "100", "--top", "1", "--precision", "fp8", "--json")
+    code, out, err = cli(*every, "--requests", "100", "--top", "1", "--precision", "fp8", "--json")
     assert code == 0, err
     assert "a100-80gb" not in json.loads(out)["hardware"]
 
@@ -150,69 +139,70 @@ def test_plan_serve_honours_kv_precision_and_precision(capsys):
                                   ["--devices", "3", "--replicas", "2"],
                                   ["--tp", "8", "--devices", "8", "--replicas", "2"],
                                   ["--devices", "8", "--replicas", "2", "--tp", "2", "--pp", "1"]])
-def test_serve_refuses_contradictory_layouts(capsys, args):
-    _refused(capsys, "devices = replicas x tp x pp", *SERVE, "--rate", "4", "--requests", "20", *args)
+def test_serve_refuses_contradictory_layouts(cli, args):
+    _refused(cli, "devices = replicas x tp x pp", *SERVE, "--rate", "4", "--requests", "20", *args)
 
 
-def test_serve_devices_and_replicas_set_the_replica_size(capsys):
-    code, out, err = _run(capsys, *SERVE, "--rate", "4", "--requests", "20", "--devices", "8",
+def test_serve_devices_and_replicas_set_the_replica_size(cli):
+    code, out, err = cli(*SERVE, "--rate", "4", "--requests", "20", "--devices", "8",
                           "--replicas", "2", "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["devices"] == 8 and d["replicas"] == 2 and d["tp"] * d["pp"] == 4
 
 
-def test_serve_refuses_a_precision_the_hardware_lacks(capsys):
-    _refused(capsys, "a100-80gb has no fp8 peak", "serve", "--model", "llama-3-8b", "--hardware", "a100-80gb",
+def test_serve_refuses_a_precision_the_hardware_lacks(cli):
+    _refused(cli, "a100-80gb has no fp8 peak", "serve", "--model", "llama-3-8b", "--hardware", "a100-80gb",
              "--rate", "4", "--precision", "fp8")
 
 
 # ---------------------------------------------------------------- 4. positions and the step's budget
 
-def test_serve_refuses_requests_beyond_the_models_positions(capsys, tmp_path):
-    err = _refused(capsys, "llama-3-8b's 8,192 positions", *SERVE, "--rate", "4", "--requests", "50",
+def test_serve_refuses_requests_beyond_the_models_positions(cli, tmp_path):
+    err = _refused(cli, "llama-3-8b's 8,192 positions", *SERVE, "--rate", "4", "--requests", "50",
                    "--output-len", "100000")
     assert "101,024 tokens" in err
     f = tmp_path / "t.csv"
     f.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n1,8000,300\n")
-    assert "8,300 tokens" in _refused(capsys, "8,192 positions", *SERVE, "--trace", str(f))
+    assert "8,300 tokens" in _refused(cli, "8,192 positions", *SERVE, "--trace", str(f))
 
 
-def test_serve_refuses_prompts_over_a_non_chunked_step_budget(capsys):
+def test_serve_refuses_prompts_over_a_non_chunked_step_budget(cli):
     load = ["--rate", "4", "--requests", "20"]
-    _refused(capsys, "--max-batched-tokens 3 is below the longest prompt (1,024 tokens)", *SERVE, *load,
+    _refused(cli, "--max-batched-tokens 3 is below the longest prompt (1,024 tokens)", *SERVE, *load,
              "--policy", "continuous", "--max-batched-tokens", "3")
-    _refused(capsys, "does not apply to --policy static", *SERVE, *load, "--policy", "static",
+    _refused(cli, "does not apply to --policy static", *SERVE, *load, "--policy", "static",
              "--max-batched-tokens", "4096")
 
 
 # ---------------------------------------------------------------- 5. --out on the results database
 
-def test_serve_out_never_overwrites_the_results_database(capsys, tmp_path, monkeypatch):
+def test_serve_out_never_overwrites_the_results_database(cli, tmp_path, monkeypatch):
     db = tmp_path / "R.db"
-    code, _, err = _run(capsys, *SERVE, "--rate", "4", "--requests", "20", "--db", str(db))
+    code, _, err = cli(*SERVE, "--rate", "4", "--requests", "20", "--db", str(db))
     assert code == 0, err
     before = db.read_bytes()
     (tmp_path / "link.csv").symlink_to(db)
     for out, extra in ((str(db), ["--db", str(db)]), (str(tmp_path / "link.csv"), ["--db", str(db)]),
                        (str(tmp_path / "R-rate4.db"), ["--db", str(tmp_path / "R-rate4.db")])):
         rates = "4,8" if "rate4" in out else "4"
-        _refused(capsys, "is the results database", *SERVE, "--rate", rates, "--requests", "20",
+        _refused(cli, "is the results database", *SERVE, "--rate", rates, "--requests", "20",
                  "--out", out.replace("-rate4", ""), *extra)
     monkeypatch.setenv("LLMBENCH_DB", str(db))  # the default database, no --db
-    _refused(capsys, "is the results database", *SERVE, "--rate", "4", "--requests", "20", "--out", str(db))
+    _refused(cli, "is the results database", *SERVE, "--rate", "4", "--requests", "20", "--out", str(db))
     assert db.read_bytes() == before
     assert not (tmp_path / "R-rate4.db").exists()
 
 
-def test_plan_serve_simulates_every_replica_under_the_whole_load(capsys):
+def test_plan_serve_simulates_every_replica_under_the_whole_load(cli):
     # the simulated deployment takes the whole rate (its replicas behind the router), not one
     # replica at rate / replicas; the router is the user's when given
     for router in ([], ["--router", "round_robin"]):
-        code, out, err = _run(capsys, "plan", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
-                              "--rate", "40", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--json", *router)
+        code, out, err = cli("plan", "serve", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+                             "--rate", "40", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--json", *router)
         assert code == 0, err
         best = json.loads(out)["layouts"][0]
         assert best["replicas"] > 1
-        # 300 requests: arrivals over 7.5 s, then the drain; one replica at 40 / replicas gave half of it or less
+        # 300 requests: arrivals over 7.5 s, then the drain; one replica at 40 / replicas gave half
+        # of it or less
         assert 0.6 * 40 < best["simulated"]["request_throughput"] <= 40 * 1.05

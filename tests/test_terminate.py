@@ -96,12 +96,17 @@ def test_run_workload_lets_sigterm_through(monkeypatch):
     assert run_workload(w, run)[1]["status"] == "error"
 
 
+def _slow_study(db, env) -> subprocess.Popen:
+    """`study run` with the slow suite module, once its second point is running."""
+    proc = subprocess.Popen([sys.executable, "-m", "llmbench", *_study_argv(db, "--suite-module", "slow_block_mod")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_running(db, proc)
+    return proc
+
+
 def test_sigterm_stops_the_study_and_keeps_finished_points(slow, tmp_path):
     db = tmp_path / "t.db"
-    proc = subprocess.Popen([sys.executable, "-m", "llmbench", *_study_argv(db, "--suite-module",
-                                                                             "slow_block_mod")],
-                            env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_running(db, proc)
+    proc = _slow_study(db, slow)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     try:
@@ -117,10 +122,7 @@ def test_sigterm_stops_the_study_and_keeps_finished_points(slow, tmp_path):
 
 def test_sigint_stops_the_study_and_keeps_finished_points(slow, tmp_path):
     db = tmp_path / "i.db"
-    proc = subprocess.Popen([sys.executable, "-m", "llmbench", *_study_argv(db, "--suite-module",
-                                                                             "slow_block_mod")],
-                            env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_running(db, proc)
+    proc = _slow_study(db, slow)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=15)
     assert proc.returncode == 130 and "rerun" in err

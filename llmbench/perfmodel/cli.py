@@ -260,7 +260,8 @@ def predict_train_cmd(a) -> None:
             ("MFU", f"{fmt_frac(d['mfu'])} (full T x T attention counted; causal half: {fmt_frac(mfu_causal(pred))})"),
             ("bound", d["bound"]),
             ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)}){lower_tiers(d)}"),
-            ("", memory_share(a, pred)), ("calibration", calibration_text(cal)), ("framework", framework_text(a))]
+            ("", memory_share(a, pred)), ("calibration", calibration_text(cal)),
+            ("framework", framework_text(a))]
     rows += [(f"  {k}", fmt_time(v)) for k, v in d["breakdown_s"].items()]
     pairs(rows)
 
@@ -308,8 +309,8 @@ def predict_infer_cmd(a) -> None:
             ("bound", d["bound"]), ("memory per device", f"{fmt_bytes(d['peak_mem_bytes'])} ({memory_text(d)})"
                                                          f"{lower_tiers(d)}")]
     if d["link_bytes_per_token"]:
-        rows.append(("between devices", f"{fmt_bytes(d['link_bytes_per_token'])} per token "
-                                        f"({link_text(w)}; {fmt_bytes(d['weights_bytes'])} of weights per device)"))
+        rows.append(("between devices", f"{fmt_bytes(d['link_bytes_per_token'])} per token ({link_text(w)}; "
+                                        f"{fmt_bytes(d['weights_bytes'])} of weights per device)"))
     if d["concurrency"] < w.batch:
         rows.append(("concurrency", f"{d['concurrency']} at once: {d['note']}"))
     if d["max_batch_x_context"] is not None and not no_kv(d):

@@ -75,7 +75,8 @@ def report_cmd(a) -> None:
     if not path.exists():
         raise ValueError(f"no results database at {path}; run 'llmbench reproduce' or pass --db")
     if a.out.exists() and not a.out.is_dir():
-        raise ValueError(f"--out {a.out} is a file: the report is a folder (report.html and img/); name a folder")
+        raise ValueError(f"--out {a.out} is a file: the report is a folder (report.html and img/); "
+                         "name a folder")
     kw = {}
     if a.json:
         from llmbench._cliutil import console

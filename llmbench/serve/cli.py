@@ -211,20 +211,11 @@ def _out_path(path: str, load, many: bool) -> str:
 
 
 def _check_out(a, loads) -> None:
-    """Before anything runs: no --out file is the results database (--db, else the default one),
-    which writing the CSV would overwrite."""
-    import os
+    """Before anything runs: no --out file (one per rate in a sweep) is the results database."""
+    from llmbench.results.safe import check_not_db
 
-    from llmbench.results.store import default_path
-
-    if not a.out:
-        return
-    db = str(default_path(a.db))
-    for load in loads:
-        out = _out_path(a.out, load, len(loads) > 1)
-        same = os.path.realpath(out) == os.path.realpath(db)
-        if same or (os.path.exists(out) and os.path.exists(db) and os.path.samefile(out, db)):
-            raise BadInput(f"--out {out} is the results database {db}: writing the CSV would overwrite it")
+    for load in loads if a.out else ():
+        check_not_db(_out_path(a.out, load, len(loads) > 1), a.db, "--out")
 
 
 def _write_out(path: str, res: dict, load, many: bool) -> None:
@@ -317,7 +308,8 @@ def _register_plan_serve(cli) -> None:
         if act.dest in PLAN_SEARCHES:
             act.default, act.help = None, f"not accepted: {PLAN_SEARCHES[act.dest]}"
         elif act.dest == "router":
-            act.default, act.help = None, "how the simulated replicas share the load (default least_outstanding)"
+            act.default = None
+            act.help = "how the simulated replicas share the load (default least_outstanding)"
     p.add_argument("--hardware", default=None,
                    help="catalog names, comma-separated (default: every accelerator with a price)")
     add_load_options(p)
@@ -378,8 +370,8 @@ def plan_serve_cmd(a) -> None:
         point = {"suite": "serve-plan", "model": a.model, "hardware": ",".join(res["hardware"]),
                  "request_rate": load.rate_per_s, "slo": res["slo"], "objective": a.objective,
                  "trace": res["trace"], "max_concurrency": load.max_concurrency, "top": a.top,
-                 **{k: getattr(a, k) for k in ("precision", "engine", "kv_precision", "policy",
-                                               "max_batched_tokens", "router")}}  # every input that moves the answer
+                 **{k: getattr(a, k) for k in ("precision", "engine", "kv_precision", "policy",  # every input
+                                               "max_batched_tokens", "router")}}  # that moves the answer
         res["key"] = record_or_save(a.db, point, source="predicted", status="ok", metrics=res)
     if a.json:
         return emit_json(res)

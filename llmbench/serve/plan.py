@@ -16,8 +16,9 @@ Two stages, both on the same per-step cost model (perfmodel/serving.py):
    TPOT is within SCREEN_MARGIN of the objective, and t_p x TTFT_QUEUE within the TTFT one, sets
    the rate a replica takes at HEADROOM utilisation; replicas = ceil(rate / that);
 2. simulate the best candidates (serve/sim.py: all their replicas behind the router, default
-   least-outstanding, fed the whole load: rate or trace, length distributions, concurrency limit) and keep those whose p99 TTFT and p99 TPOT meet the objectives, adding a
-   replica (up to MAX_EXTRA) when they do not. Only simulated layouts are called meeting the SLOs.
+   least-outstanding, fed the whole load: rate or trace, length distributions, concurrency limit)
+   and keep those whose p99 TTFT and p99 TPOT meet the objectives, adding a replica (up to
+   MAX_EXTRA) when they do not. Only simulated layouts are called meeting the SLOs.
 Cost: devices x the catalog's price per device-hour (its source cited there) over the output
 tokens per hour; energy: devices x the catalog's power_w over output tokens per second.
 """
