@@ -185,13 +185,29 @@ def precision_bytes(precision: str) -> float:
     return float(dtype_bytes(precision))
 
 
+def stored_precision(precision: str) -> str:
+    """What a training step keeps its tensors in: fp8 (and fp4) training casts a linear's operands
+    to the 8-bit type for the GEMM only, and keeps the weights, gradients, the residual stream and
+    the activations saved for the backward at 16 bits (torchao float8, torchtitan's Float8:
+    "output_bf16 = to_fp8(input_bf16) @ to_fp8(weight_bf16.t())",
+    docs.pytorch.org/ao/main/workflows/training.html; Transformer Engine's FP8 recipes keep
+    bf16 parameters and cast them per GEMM). Inference is different: a quantised checkpoint holds
+    fp8 weights, and serving keeps them."""
+    return "bf16" if precision in ("fp8", "fp4") else precision
+
+
 @lru_cache(maxsize=512)
 def act_per_seq(spec, T: int, precision: str) -> tuple[float, float, float]:
     """Activation bytes one layer keeps per sequence of T tokens: (none, selective, full
-    recompute) (Korthikanti et al. 2022 via models/counting.activation_bytes_per_layer)."""
+    recompute) (Korthikanti et al. 2022 via models/counting.activation_bytes_per_layer). The layer
+    input a full recompute keeps is the residual stream, 16-bit under fp8 training too
+    (stored_precision); the tensors saved inside a layer count at the compute precision
+    (Transformer Engine keeps its GEMM inputs in fp8 for the backward)."""
     from llmbench.models.counting import activation_bytes_per_layer
 
-    return tuple(activation_bytes_per_layer(spec, 1, T, precision, rc) for rc in ("none", "selective", "full"))
+    return (activation_bytes_per_layer(spec, 1, T, precision, "none"),
+            activation_bytes_per_layer(spec, 1, T, precision, "selective"),
+            activation_bytes_per_layer(spec, 1, T, stored_precision(precision), "full"))
 
 
 def kv_bytes_per_token(spec, precision: str) -> float:
@@ -208,7 +224,8 @@ def state_totals(spec, precision: str, runtime: str = "mixed") -> dict[str, floa
     ("measure": autocast's, the same totals as fsdp2's; the two shard them differently)."""
     P = _counts(spec)[0]
     st = STATE["autocast" if runtime == "measure" else runtime]
-    return {k: P * b for k, b in st.bytes_per_param(precision_bytes(precision)).items()}
+    kept = precision if runtime == "serving" else stored_precision(precision)
+    return {k: P * b for k, b in st.bytes_per_param(precision_bytes(kept)).items()}
 
 
 def sharded(total, expert_share, g, stage: int, xp):
@@ -272,25 +289,26 @@ def _gathered(st: State, spec, g, s: float, xp):
 
 
 def training(spec, g, precision: str, runtime: str = "mixed", xp=Scalar, *, acts=None,
-             stream_layer_params=None, tensors: int = 0) -> Footprint:
+             stream_layer_params=None, tensors: int = 0, logit_bytes: float | None = None) -> Footprint:
     """Bytes per device of one training step of grid `g` (a llmbench.grid.Grid, floats or arrays)
     on `runtime` (a STATE name, or "measure": what measure train runs at g.zero). Weight
     streaming (g.streaming): two layers' weights double-buffered on the device
     (stream_layer_params each, default the mean layer), the state in the store (this device's
     data-parallel share). tensors: the runtime's parameter tensors (what its per-tensor optimizer
-    bytes count; 0 leaves them out: a few KB)."""
+    bytes count; 0 leaves them out: a few KB). logit_bytes: the loss's bytes per logit when the
+    framework's loss is not the runtime's (frameworks.FRAMEWORKS; None: loss_bytes_per_logit)."""
     if runtime == "measure":
         a, f = (training(spec, g, precision, r, xp, acts=acts, tensors=tensors) for r in ("autocast", "fsdp2"))
         from_zero = MEASURE_RUNTIME.index("fsdp2")
         return Footprint(**{k.name: xp.where(g.zero >= from_zero, getattr(f, k.name), getattr(a, k.name))
                             for k in fields(Footprint)})
-    st, s = STATE[runtime], precision_bytes(precision)
+    st, s = STATE[runtime], precision_bytes(stored_precision(precision))
     totals = state_totals(spec, precision, runtime)
     fe = _counts(spec)[1]
     kinds = {k: sharded(v, fe, g, st.zero_stage(k), xp) for k, v in totals.items()}
     kinds["optimizer"] = kinds["optimizer"] + tensors * st.tensor_bytes / xp.where(g.zero >= st.tensor_zero, g.dp, 1.0)
     act, logits, host = activations(spec, g, acts or act_per_seq(spec, int(g.seq), precision), xp,
-                                    loss_bytes_per_logit(runtime, precision))
+                                    loss_bytes_per_logit(runtime, precision) if logit_bytes is None else logit_bytes)
     layer = _counts(spec)[2] if stream_layer_params is None else stream_layer_params
     on = g.streaming
     zero = xp.where(on, 0.0, 1.0)

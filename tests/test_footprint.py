@@ -155,3 +155,20 @@ def test_measure_train_peak_on_an_h200_is_the_footprint_with_the_loss_of_the_hou
     pred = predict(w, runtime="measure").to_dict()
     peak = (pred.get("metrics") or pred)["peak_mem_bytes"]
     assert peak == pytest.approx(r["metrics"]["peak_mem_bytes"], rel=0.05), (peak, r["metrics"]["peak_mem_bytes"])
+
+
+def test_fp8_training_keeps_16_bit_state_and_checkpoints_but_serving_keeps_fp8_weights():
+    """fp8 training casts GEMM operands only: the state and the layer input a full recompute keeps
+    are 16-bit (footprint.stored_precision); a quantised checkpoint served in fp8 holds 1 byte per
+    weight."""
+    from llmbench.models.presets import get_model
+
+    spec = get_model("llama-3.1-8b")
+    g = _grid(zero=3, batch=16, seq=8192, devices=8, recompute="full")
+    f8, b16 = (footprint.training(spec, g, p) for p in ("fp8", "bf16"))
+    assert f8.weights == b16.weights and f8.grads == b16.grads and f8.optimizer == b16.optimizer
+    assert footprint.act_per_seq(spec, 8192, "fp8")[2] == footprint.act_per_seq(spec, 8192, "bf16")[2]
+    assert footprint.act_per_seq(spec, 8192, "fp8")[0] < footprint.act_per_seq(spec, 8192, "bf16")[0]
+    assert footprint.stored_precision("fp8") == "bf16" and footprint.stored_precision("fp32") == "fp32"
+    served = {p: footprint.state_totals(spec, p, "serving")["weights"] for p in ("fp8", "bf16")}
+    assert served["fp8"] == served["bf16"] / 2

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from llmbench.footprint import LOSS_GRAD_BYTES
+
 from .params import TERMS_FILE  # the shipped framework terms: calibrate --published writes them beside the profiles
 
 #: framework -> parameter overrides it implies (documented mechanisms, not fitted)
@@ -38,6 +40,12 @@ FRAMEWORKS: dict[str, dict[str, float]] = {
     # computation"; NeMo's performance recipes set it through MegatronCommOverlapCallback,
     # NVIDIA/NeMo scripts/performance/llm)
     "megatron": {"tp_comm_overlap": 1.0},
+    # torchtitan's loss is F.cross_entropy(pred.flatten(0, 1).float(), labels) (train.py lines
+    # 131-133 at torchtitan@9dec370, the commit its H100 benchmark page names): the fp32 upcast,
+    # the fp32 log-probabilities saved for the backward and the fp32 gradients, as the house
+    # runtimes' loss (footprint.LOSS_GRAD_BYTES, 13.4-15.2 bytes per logit measured on an H200),
+    # on the bf16 logits of the output layer (Float8 converts only the linears inside the blocks)
+    "torchtitan": {"loss_bytes_per_logit": 2.0 + LOSS_GRAD_BYTES},
     "nemo": {"tp_comm_overlap": 1.0},
 }
 #: what --framework offers: the default (a fused attention: every stack of published_v2.csv
@@ -51,7 +59,9 @@ DESCRIBE = {DEFAULT: "fused attention (FlashAttention / cuDNN / TE: Megatron-Cor
             "megatron": "Megatron-Core with --tp-comm-overlap: the tensor-parallel collectives hidden under "
                         "the GEMMs (Transformer Engine userbuffers)",
             "nemo": "NeMo / Megatron-Bridge performance recipes: Megatron-Core with tensor-parallel "
-                    "communication overlap"}
+                    "communication overlap",
+            "torchtitan": "torchtitan (FSDP2, TP, PP): a fused attention, and a loss that upcasts the "
+                          "logits to fp32 (14 bytes per logit at its peak, not Megatron's 4)"}
 
 #: source column prefix -> the framework the source says it ran (published_v2.csv); sources that
 #: state none, or several (MLPerf submissions, vendor pages, Emani et al.'s per-vendor stacks), have none

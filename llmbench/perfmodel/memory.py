@@ -216,12 +216,15 @@ class MemoryUse:
         return out
 
 
-def memory_use(spec, sh, precision: str, hw, g: Grid, acts, xp, runtime: str | None = None) -> MemoryUse:
+def memory_use(spec, sh, precision: str, hw, g: Grid, acts, xp, runtime: str | None = None,
+               logit_bytes: float | None = None) -> MemoryUse:
     """Per-device bytes on each tier: footprint.training on `runtime` (None: the hardware's stack,
-    Hierarchy.runtime) placed by the rules above; fits when every tier holds its share."""
+    Hierarchy.runtime) placed by the rules above; fits when every tier holds its share.
+    logit_bytes: the framework's loss per logit (None: the runtime's)."""
     h = hierarchy(hw)
     rt = runtime or h.runtime
-    f = footprint.training(spec, g, precision, rt, xp, acts=acts, stream_layer_params=sh.layer_params)
+    f = footprint.training(spec, g, precision, rt, xp, acts=acts, stream_layer_params=sh.layer_params,
+                           logit_bytes=logit_bytes)
     off = g.offload == OFF_OPTIMIZER
     opt = f.master + f.optimizer
     kinds = (f.weights, f.grads, xp.where(off, 0.0, opt))

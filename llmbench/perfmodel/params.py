@@ -43,6 +43,9 @@ PARAMS: dict[str, tuple[float, str]] = {
                                "torchtitan's TP plan); 0 where every TP rank repeats it on the whole hidden "
                                "state (Megatron-LM 2021, perfmodel/frameworks.py)"),
     "attn_score_passes_bwd": (0.0, "the same in the backward: 0 fused; Megatron-LM 2021: 9.5 (frameworks.py)"),
+    "loss_bytes_per_logit": (0.0, "peak bytes the training loss holds per logit (token x vocabulary entry); 0: "
+                                  "the runtime's (footprint.loss_bytes_per_logit: Megatron's in-place fp32 loss 4); "
+                                  "torchtitan's fp32 cross-entropy 14 (perfmodel/frameworks.py)"),
     "memory_fraction": (0.0, "share of the resident memory a training layout may fill; 0: the kind's "
                              "default reserve (reserve.py: GPUs capacity - max(2 GiB, 5%))"),
     "optimizer_bytes_per_s": (0.0, "bandwidth of the optimizer update when it runs off-device "

@@ -390,7 +390,7 @@ def step_arrays(spec, hw, precision: str, g: Grid, p: dict, xp, runtime: str | N
     S = g.sparsity
     skipped = (S if hw.skips_zero_weights else xp.where(S >= 0.5, 0.5, 0.0) if hw.structured_sparsity else 0.0)
     hw_fl = hw_fl - skipped * 2.0 * g.seq * sh.dense_params * (3.0 + 1.0 * full)
-    mem = memory_use(spec, sh, precision, hw, g, acts, xp, runtime)
+    mem = memory_use(spec, sh, precision, hw, g, acts, xp, runtime, p.get("loss_bytes_per_logit") or None)
     # a layout runs only under the memory reserve (reserve.py; --memory-fraction)
     mem = replace(mem, fits=mem.fits & (mem.peak_mem_bytes <= usable_bytes(hw, p.get("memory_fraction"))))
     m = g.micro_steps
