@@ -71,10 +71,15 @@ ASSUME: dict[str, dict] = {
                    "with TensorRT-LLM; the result files do not state it)"}
        for k in ("mlperf41-nv-8xh200-offline", "mlperf41-nv-8xh200-server", "mlperf41-nv-8xh100-offline",
                  "mlperf41-nv-8xh200-server-ttft")},
-    **{k: {"prompt_len": 512, "gen_len": 273, "precision": "fp8",
+    **{k: {"prompt_len": 512, "gen_len": 274,
+           "note": "MLPerf llama2-70b (OpenOrca): 274 generated tokens (the offline row's notes: tokens/s / "
+                   "samples/s); prompt length not in the result files, 512 assumed (as the other MLPerf rows)"}
+       for k in ("mlperf41-nv-1xb200-offline", "mlperf41-nv-1xb200-server")},
+    **{k: {"prompt_len": 512, "gen_len": 273, "precision": "fp4",
            "note": "MLPerf llama2-70b (OpenOrca): 273 generated tokens (the offline row's notes: tokens/s / "
-                   "samples/s); prompt length not in the result files, 512 assumed, and fp8 (the TensorRT-LLM "
-                   "harness), as the v4.1 NVIDIA rows; Blackwell's fp4 not assumed"}
+                   "samples/s); prompt length not in the result files, 512 assumed; fp4 assumed: the "
+                   "TensorRT-LLM harness on B200, whose llama2-70b runs NVIDIA's own v4.1 B200 submission "
+                   "made in FP4 (rows mlperf41-nv-1xb200-*)"}
        for k in ("mlperf50-google-8xb200-offline", "mlperf50-google-8xb200-server",
                  "mlperf50-google-8xb200-server-ttft", "mlperf50-google-8xb200-server-tpot")},
     **{k: {"prompt_len": 512, "gen_len": 292,
@@ -420,7 +425,7 @@ def _ttft_open(w: Workload, row: dict, params, infer, eng: str, ver, kv, rate: f
 _SERVER: dict[str, int] = {}
 
 
-def server_batch(w: Workload, rate: float, eng: str, iters: int = 8, version: str | None = None,
+def server_batch(w: Workload, rate: float, eng: str, iters: int = 64, version: str | None = None,
                  kv: str | None = None) -> int:
     """Requests in flight at `rate` requests/s: Little's law, c = rate x latency(c), solved by
     fixed-point iteration under the priors (a multiple of the replicas; at most what the KV cache
