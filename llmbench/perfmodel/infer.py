@@ -216,6 +216,24 @@ def prefill_s(sm, seqs: int, prompt: int, causal: bool = True) -> float:
     return steps * sm.time_s(total / steps, 0, 0, prefill_seqs=seqs / steps, prefill_attn_pairs=pairs / steps)
 
 
+def beam_batch_s(sm, batch: int, beams: int, prompt: int, gen: int) -> tuple[float, float]:
+    """(prefill, decode) seconds of one static batch of `batch` beam-search requests on one replica
+    (StepModel `sm`): each prompt is prefilled once and its KV cache shared by its `beams` beams
+    (Saxml's prefix fprop and lazy prefix broadcast; vLLM's copy-on-write blocks), then `gen` steps
+    each decode batch x beams sequences, reading every shared prompt once and each beam's own
+    tokens so far. BadInput when the shared prompts and the beams' tokens exceed the KV cache."""
+    import numpy as np
+
+    need = batch * prompt + batch * beams * gen
+    if need > sm.kv_capacity_tokens:
+        raise BadInput(f"{batch} beam-search requests ({beams} beams, {prompt} + {gen} tokens) need {need:,} KV "
+                       f"tokens; the replica holds {sm.kv_capacity_tokens:,}")
+    k = np.arange(gen, dtype=float)
+    seqs = float(batch * beams)
+    dec = sm.time_s(np.zeros(gen), np.full(gen, seqs), batch * prompt + seqs * k) if gen else np.zeros(0)
+    return prefill_s(sm, batch, prompt), float(np.sum(dec))
+
+
 def serve(s: Serve, w: Workload) -> InferPrediction:
     """One layout: each of dp replicas serves batch / dp requests over tp x pp devices, at most as
     many at once as its KV cache holds (serving.StepModel)."""

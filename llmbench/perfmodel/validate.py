@@ -92,9 +92,13 @@ ASSUME: dict[str, dict] = {
                    "dataset statistics); the row's batch is the engine's (offline: the most that fit)"}
        for k in ("aimultiple-h100-llama-3.1-8b-sglang-offline", "aimultiple-h100-llama-3.1-8b-lmdeploy-offline",
                  "aimultiple-h100-llama-3.1-8b-vllm-offline")},
-    **{k: {"prompt_len": 1024, "gen_len": 128, "beams": 4,
+    **{k: {"prompt_len": 1024, "gen_len": 128, "beams": 4, "batch": 32, "tp": 4, "batch_wait_s": 4.0,
            "note": "MLPerf GPT-J (CNN/DailyMail): prompts up to 1,919 tokens, 1,024 assumed; 128 generated tokens "
-                   "(the cap) with 4 beams: a request decodes 4 sequences"}
+                   "(the cap) with 4 beams sharing their prompt's KV cache; Saxml static batches of 32 requests "
+                   "on the 4 chips' model-parallel mesh, the server batcher waiting up to 4.0 s for a batch "
+                   "(code/gptj-99/README.md: GPTJ4BS32Int8Opt10Early offline, GPTJ4BS32Int8Opt10Wait40MB6 "
+                   "server; params/gptj.py: BATCH_SIZE 32, ICI_MESH_SHAPE [1, 1, 4], BATCH_WAIT_SECS 4.0); "
+                   "their int8 weights are run as bf16 (the model has no weight-only int8)"}
        for k in ("mlperf31-google-4xtpuv5e-gptj-offline", "mlperf31-google-4xtpuv5e-gptj-server-p50")},
 }
 
@@ -381,6 +385,8 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
         return _infer(w, params, offline=offline, eng=eng, version=ver, kv=kv)
 
     w = serving_workload(w, row)
+    if ASSUME.get(row["id"], {}).get("beams", 1) > 1:
+        return _beam_metric(w, row, params, eng, ver, kv)
     if metric == "devices_needed":
         return float(infer(w).devices)
     open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
@@ -402,6 +408,33 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
         beams = ASSUME.get(row["id"], {}).get("beams", 1)
         return r.tokens_per_s / max(r.workload.gen_len, 1) / beams
     return getattr(r, metric)
+
+
+def _beam_metric(w: Workload, row: dict, params, eng: str, ver, kv) -> float:
+    """A beam-search row (ASSUME beams > 1: MLPerf GPT-J): static batches of ASSUME batch requests,
+    each prompt prefilled once and shared by its beams (infer.beam_batch_s), on one replica of the
+    row's devices. Offline (samples_per_s): full batches back to back. Server (latency_s_p50 at a
+    request rate): a batch leaves when it is full or batch_wait_s after it opened, whichever is
+    first; a request waits half that window at the median (Poisson arrivals are uniform within it),
+    then its batch runs; queueing behind an earlier batch is not modelled (one batch runs in less
+    than the window)."""
+    from .infer import beam_batch_s
+    from .serving import step_model
+
+    a = ASSUME[row["id"]]
+    h = get_hardware(w.hardware)
+    w = w.with_(devices=a["tp"], tp=a["tp"])
+    sm = step_model(row_spec(w), h, w, engine=row_engine_params(eng, params, ver),
+                    params=params.get(h.name) if params else None, kv_precision=kv)
+    replicas = int(row.get("devices") or a["tp"]) // a["tp"]
+    batch, rate = a["batch"], float(row.get("request_rate") or 0)
+    if row["metric"] == "samples_per_s":
+        return replicas * batch / sum(beam_batch_s(sm, batch, a["beams"], w.seq_len, w.gen_len))
+    if row["metric"] == "latency_s_p50" and rate:
+        window = min(a["batch_wait_s"], batch * replicas / rate)
+        filled = max(1, min(batch, round(rate / replicas * window)))
+        return window / 2 + sum(beam_batch_s(sm, filled, a["beams"], w.seq_len, w.gen_len))
+    raise BadInput(f"{row['id']}: beam search is predicted for offline samples/s and a server's p50 latency")
 
 
 def _ttft_open(w: Workload, row: dict, params, infer, eng: str, ver, kv, rate: float, server: bool) -> float:
