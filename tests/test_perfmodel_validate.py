@@ -452,3 +452,21 @@ def test_beam_search_prefills_each_prompt_once_and_shares_it():
         beam_batch_s(sm, 4096, 4, w.seq_len, w.gen_len)
     srv = _published("mlperf31-google-4xtpuv5e-gptj-server-p50")
     assert V.predict_row(srv) > 4.0 / 2 + sum(beam_batch_s(sm, 1, 4, w.seq_len, w.gen_len))  # the wait counts
+
+
+def test_vllm_on_rocm_before_0_8_3_all_reduces_through_rccl():
+    """Upstream vLLM kept its custom all-reduce off on AMD GPUs before v0.8.3 (PR #16010): each TP
+    all-reduce went through RCCL, ~50 us on 8 MI300X (ROCm/rccl #1562), 25 us a hop
+    (serving.RELEASES). LLM-Inference-Bench ran upstream v0.6.1: its 70B batch-1 row at TP 8 comes
+    within 30% (-10% in-sample, -25% held out); with the custom all-reduce's latency it is more
+    than 30% under (it was -51% held out)."""
+    from llmbench.perfmodel import validate as V
+    from llmbench.perfmodel.serving import engine, release
+
+    eng = engine("vllm-rocm")
+    assert release(eng, "v0.6.1").collective_latency_s == pytest.approx(25e-6)
+    assert release(eng, "0.8.5").collective_latency_s == eng.collective_latency_s < 1e-5
+    row = _published("llminfbench-mi300x-vllm-llama-3.1-70b-x8-b1-128-128")
+    pub = float(row["value"])
+    assert abs(V.predict_row(row) / pub - 1) <= 0.30
+    assert V.predict_row({**row, "engine_version": "0.8.5"}) / pub - 1 < -0.30

@@ -117,7 +117,13 @@ class Engine:
 #: provides 2.4x more Llama-70B throughput within the same latency budget": "will be included in
 #: the v0.8 releases"; Llama-70B, 1 H200, 128/2048: 1,227 tok/s/GPU without XQA, 2,941 with): before
 #: it, each query head's decode attention read its KV head on its own
-RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),)}
+#: vLLM on ROCm kept its custom all-reduce off before v0.8.3 ("Disabled the custom all-reduce kernel
+#: because it is not supported on AMD GPUs", vllm-project/vllm PR #16010, 2025-04-03, enabling it on
+#: gfx94): every TP all-reduce went through RCCL, 46-55 us for 8 B-64 KB on 8 MI300X
+#: (ROCm/rccl issue #1562, all_reduce_perf -g 8, RCCL 2.20.5): half of ~50 us per hop, as
+#: collective_latency_s counts two
+RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
+            "vllm-rocm": (((0, 8, 3), {"collective_latency_s": 25e-6}),)}
 
 
 def release(eng: Engine, version: str | None) -> Engine:
