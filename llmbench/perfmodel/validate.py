@@ -404,9 +404,8 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
         if not r.decode_tokens_per_s_per_seq:
             raise BadInput(f"{row['id']}: no generated tokens to time (gen_len 0)")
         return 1.0 / r.decode_tokens_per_s_per_seq
-    if metric == "samples_per_s":  # requests per second; a beam-search request decodes `beams` sequences
-        beams = ASSUME.get(row["id"], {}).get("beams", 1)
-        return r.tokens_per_s / max(r.workload.gen_len, 1) / beams
+    if metric == "samples_per_s":  # requests per second (beam-search rows: _beam_metric)
+        return r.tokens_per_s / max(r.workload.gen_len, 1)
     return getattr(r, metric)
 
 
