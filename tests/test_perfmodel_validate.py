@@ -470,3 +470,46 @@ def test_vllm_on_rocm_before_0_8_3_all_reduces_through_rccl():
     pub = float(row["value"])
     assert abs(V.predict_row(row) / pub - 1) <= 0.30
     assert V.predict_row({**row, "engine_version": "0.8.5"}) / pub - 1 < -0.30
+
+
+def test_sn40l_overlaps_its_collectives_with_the_weight_stream(monkeypatch):
+    """SN40L runs its collectives "fused and pipelined with other computations into the same
+    kernel" (arXiv:2405.07518 Sec. VII): a decode step takes the longer of its compute/memory and
+    its all-reduces, not their sum (serving.COMM_OVERLAPPED_KINDS). LLM-Inference-Bench's Llama-3-8B
+    on 8 SN40L at batch 1 (0.2196 s for 128 + 128 tokens) comes within 25%; summing the all-reduces
+    puts it more than 40% over (it was +61% held out)."""
+    from llmbench.perfmodel import serving
+    from llmbench.perfmodel import validate as V
+
+    row = _published("llminfbench-sn40l-sambaflow-llama-3-8b-x8-b1-128-128")
+    pub = float(row["value"])
+    assert abs(V.predict_row(row) / pub - 1) <= 0.25
+    monkeypatch.setattr(serving, "COMM_OVERLAPPED_KINDS", frozenset())
+    assert V.predict_row(row) / pub - 1 > 0.40
+
+
+def test_serving_replicates_kv_heads_when_tp_exceeds_them():
+    """Serving engines split 8 KV heads over 16 ranks by replicating each on 2 (vLLM's
+    QKVParallelLinear, num_kv_head_replicas); training keeps Megatron's rule (tp divides the KV
+    heads). A rank's KV cache per token is then that of tp 8, and SambaNova's 16-socket node
+    serves Llama 3.1 70B at tp 16."""
+    from llmbench.hardware import get_hardware
+    from llmbench.models import get_model
+    from llmbench.footprint import kv_bytes_per_token_device
+    from llmbench.perfmodel import validate as V
+    from llmbench.perfmodel.infer import predict_infer
+    from llmbench.perfmodel.plan import check_serving_tp, check_tp_heads, serving_tp_ok
+
+    spec = get_model("llama-3.1-70b")
+    assert serving_tp_ok(spec, 16) and serving_tp_ok(spec, 8) and not serving_tp_ok(spec, 3)
+    with pytest.raises(BadInput, match="key/value heads"):
+        check_serving_tp(get_model("llama-3.1-8b"), 64)  # 32 query heads
+    with pytest.raises(BadInput):
+        check_tp_heads(spec, 16)
+    assert kv_bytes_per_token_device(spec, "bf16", 16) == kv_bytes_per_token_device(spec, "bf16", 8)
+    h = get_hardware("sn40l")
+    r = predict_infer(spec, h, Workload(model="llama-3.1-70b", hardware="sn40l", suite="infer", batch=1,
+                                        seq_len=128, gen_len=128, devices=16).with_(tp=16))
+    assert r.workload.layout.tp == 16 and r.fits
+    row = _published("sambanova-blog-llama-3.1-70b-tokens-per-s-per-user")
+    assert V._infer(V.serving_workload(V.row_workload(row), row).with_(batch=1), None).workload.layout.tp == 16

@@ -27,7 +27,7 @@ from llmbench.point import Workload
 
 from . import serving
 from .params import resolve_params
-from .plan import check_pp, check_tp_heads, divisors
+from .plan import check_pp, check_serving_tp, divisors, serving_tp_ok
 from .shapes import shape
 
 MAX_DEVICES = 4096
@@ -165,7 +165,7 @@ def check_serve_layout(spec, w: Workload, mode: str) -> None:
     check_layout_knobs("perfmodel.infer", {k: v for k, v in w.layout.to_dict().items() if k != "mode"})
     tp, pp = w.layout.tp, w.layout.pp
     if tp:
-        check_tp_heads(spec, tp)
+        check_serving_tp(spec, tp)
         if w.devices and w.devices % tp:
             raise BadInput(f"tp {tp} must divide the devices ({w.devices})")
     if pp and mode != "sram_pipeline":
@@ -194,8 +194,7 @@ def serve_layouts(s: Serve, w: Workload, n: int) -> list[tuple[int, int]]:
     if s.mode == "sram_pipeline":
         tps = [1]
     else:
-        kv = getattr(spec, "n_kv_heads", spec.n_heads) or spec.n_heads
-        tps = [t for t in divisors(n) if t <= dpn and spec.n_heads % t == 0 and kv % t == 0]
+        tps = [t for t in divisors(n) if t <= dpn and serving_tp_ok(spec, t)]
     tps = [lay.tp] if lay.tp else tps
     out = []
     for tp in tps:  # pp over the divisors of the devices (factorised: bounded for any n)

@@ -159,6 +159,23 @@ def check_tp_heads(spec, tp: int) -> None:
         raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} key/value heads")
 
 
+def serving_tp_ok(spec, tp: int) -> bool:
+    """Whether a serving engine splits `spec` over tp ranks: tp divides the query heads, and the
+    key/value heads split evenly or are replicated evenly (vLLM's QKVParallelLinear: with tp at
+    least the KV heads, each rank holds one, num_kv_head_replicas = tp / total_num_kv_heads;
+    TensorRT-LLM likewise). Training keeps Megatron's stricter rule (check_tp_heads)."""
+    kv = spec.n_kv_heads or spec.n_heads
+    return spec.n_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
+
+
+def check_serving_tp(spec, tp: int) -> None:
+    """BadInput unless serving_tp_ok."""
+    if not serving_tp_ok(spec, tp):
+        kv = spec.n_kv_heads or spec.n_heads
+        raise BadInput(f"tp {tp} must divide {spec.name}'s {spec.n_heads} heads, and divide or be a multiple of "
+                       f"its {kv} key/value heads (replicated when tp exceeds them)")
+
+
 def check_pp(spec, pp: int) -> None:
     """BadInput unless pp stages split the layers evenly (plan.stages_even)."""
     if pp > spec.n_layers:

@@ -354,6 +354,8 @@ class StepModel:
     kv_read_passes: float = 1.0
     """reads of each cached KV head a decode step makes: its query heads per KV head when the
     engine has no grouped-query kernel (Engine.gqa_decode_kernel), else 1"""
+    comm_overlapped: bool = False
+    """the collectives run under the step's compute and memory traffic (COMM_OVERLAPPED_KINDS)"""
     overhead_per_step_s: float
     overhead_prefill_s: float
     """added to a step that holds prefill tokens"""
@@ -397,7 +399,8 @@ class StepModel:
         if self.gemm_times is not None:  # kernels one after another: the measured GEMMs, then attention's
             mem = mem + self._gemm_measured_s(M, D + ps, xp)  # FLOPs or its bytes (KV, activations), the
         core = xp.maximum(comp, mem)  # larger: GEMMs + max(attention, bytes) = max(compute, memory)
-        t = xp.where(M > 0, core + comm + over, 0.0)
+        busy = xp.maximum(core, comm) if self.comm_overlapped else core + comm
+        t = xp.where(M > 0, busy + over, 0.0)
         bound = xp.where(over > xp.maximum(core, comm), "latency",
                          xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute")))
         if not is_scalar(xp):
@@ -499,6 +502,14 @@ class StepModel:
 MEMORY_REF = 0.8
 
 
+#: device kinds whose compiler overlaps a step's tensor-parallel collectives with its compute and
+#: weight streaming: SambaNova's SN40L runs them "fused and pipelined with other computations into
+#: the same kernel" (Prabhakar et al., "SambaNova SN40L: Scaling the AI Memory Wall with Dataflow
+#: and Composition of Experts", MICRO 2024, arXiv:2405.07518, Sec. VII). GPU engines launch the
+#: all-reduce between the GEMMs (vLLM, TensorRT-LLM without their fused AR+norm variants): summed
+COMM_OVERLAPPED_KINDS = frozenset({"rdu"})
+
+
 def bandwidth_fraction(eng: Engine, p: dict) -> float:
     """Share of the memory bandwidth a step reaches: the engine's, scaled by how far this
     hardware's fitted streaming efficiency (p["memory"], shared with training) sits from MEMORY_REF
@@ -587,6 +598,7 @@ def build_step_model(spec, hw, *, precision: str, tp: int = 1, pp: int = 1, mode
         compute_eff=p["compute_max"] * eng.prefill_efficiency, m_tile=float(SMALL_M_TILE.get(hw.kind, 64)),
         weight_passes=GEMM_WEIGHT_PASSES.get(hw.kind, 1.0),
         kv_read_passes=1.0 if eng.gqa_decode_kernel else spec.n_heads / spec.n_kv_heads,
+        comm_overlapped=hw.kind in COMM_OVERLAPPED_KINDS,
         overhead_per_step_s=_overhead(eng, sh, p)[0], overhead_prefill_s=_overhead(eng, sh, p)[1],
         dense_weight_elems=_dense_weight_elems(spec, sh),
         token_nk=_token_nk(sh), sh=sh, params=p)

@@ -32,6 +32,7 @@ import numpy as np
 
 from llmbench.errors import BadInput
 from llmbench.footprint import KV_PRECISIONS
+from llmbench.perfmodel.plan import serving_tp_ok
 from llmbench.serve.metrics import Slo, summarize
 from llmbench.serve.run import (Deployment, Load, check_budget, check_lengths, check_precision, make_trace,
                                 scheduler)
@@ -67,9 +68,8 @@ def _layouts(spec, hw):
     if hw.default_mode_infer == "sram_pipeline":
         return [(1, w) for w in WAFERS if w <= spec.n_layers]
     dpn = max(hw.interconnect.devices_per_node, 1) if hw.interconnect else 1
-    kv = getattr(spec, "n_kv_heads", None) or spec.n_heads
     return [(tp, pp) for tp in TPS for pp in PPS
-            if tp <= dpn and spec.n_heads % tp == 0 and kv % tp == 0 and pp <= spec.n_layers]
+            if tp <= dpn and serving_tp_ok(spec, tp) and pp <= spec.n_layers]
 
 
 def _replica_models(model: str, hw_name: str, need_tokens: int, precision, engine, kv_precision=None):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from llmbench.errors import BadInput
+from llmbench.perfmodel.plan import check_serving_tp, serving_tp_ok
 from llmbench.serve import trace as tr
 from llmbench.serve.config import Deployment, Load
 from llmbench.serve.metrics import Slo, summarize
@@ -66,12 +67,11 @@ def replica(d: Deployment, need_tokens: int = 0):
 def _layouts(d: Deployment, spec, hw):
     """(tp, pp) candidates, fewest devices first."""
     dpn = max(hw.interconnect.devices_per_node, 1) if hw.interconnect else 1
-    kv = getattr(spec, "n_kv_heads", None) or spec.n_heads
-    if d.tp and (spec.n_heads % d.tp or kv % d.tp):
-        raise BadInput(f"--tp {d.tp} must divide {spec.name}'s {spec.n_heads} heads and {kv} KV heads")
+    if d.tp:
+        check_serving_tp(spec, d.tp)
     if d.pp and d.pp > spec.n_layers:
         raise BadInput(f"--pp {d.pp} is more stages than {spec.name}'s {spec.n_layers} layers")
-    tps = [d.tp] if d.tp else [t for t in TPS if t <= dpn and spec.n_heads % t == 0 and kv % t == 0]
+    tps = [d.tp] if d.tp else [t for t in TPS if t <= dpn and serving_tp_ok(spec, t)]
     pps = [d.pp] if d.pp else range(1, spec.n_layers + 1)
     out = sorted(((tp, pp) for tp in tps for pp in pps), key=lambda x: (x[0] * x[1], x[1]))
     if d.devices:
