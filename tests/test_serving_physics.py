@@ -388,3 +388,15 @@ def test_a_step_whose_fixed_overhead_outweighs_every_term_is_latency_bound():
     h100 = step_model(spec, get_hardware("h100-sxm"), Workload(model="llama-3.1-8b", hardware="h100-sxm",
                                                                suite="infer"))
     assert h100.parts(0, 1, 2048).bound == "memory"
+
+
+def test_a_tp_group_wider_than_a_node_all_reduces_over_the_links_between_nodes():
+    """tp 16 on 8-GPU H100 nodes: the all-reduce of a large prefill step runs at the inter-node
+    bandwidth (400 Gb/s a GPU, not NVLink's 450 GB/s), so it takes several times tp 8's within
+    one node, where a split over the NVLink ring alone would make tp 16 cheaper per byte."""
+    h = get_hardware("h100-sxm")
+    assert h.interconnect.devices_per_node == 8
+    spec = get_model("llama-3.1-70b")
+    comm = {tp: build_step_model(spec, h, precision="bf16", tp=tp).parts(8192, 0, 0).comm_s for tp in (8, 16)}
+    ratio = h.interconnect.bandwidth_bytes_per_s / h.interconnect.inter_node_bandwidth_bytes_per_s
+    assert comm[16] > 0.5 * ratio * comm[8], (comm, ratio)

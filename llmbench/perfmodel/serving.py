@@ -489,9 +489,13 @@ class StepModel:
             return xp.zeros_like(M)
         nbytes = M * self.sh.d * ACT_BYTES
         lat = self.engine.collective_latency_s if self.engine.collective_latency_s is not None else ic.latency_s
-        t = 2.0 * self.sh.L * ring(nbytes, float(tp), ic.bandwidth_bytes_per_s, lat, self.params["network"], xp)
+        dpn = max(ic.devices_per_node, 1)
+        # a tp group wider than a node all-reduces over the links between nodes (vLLM, TensorRT-LLM
+        # multi-node TP): the slower ones set the pace
+        tp_bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if tp > dpn else ic.bandwidth_bytes_per_s
+        t = 2.0 * self.sh.L * ring(nbytes, float(tp), tp_bw, lat, self.params["network"], xp)
         if pp > 1:
-            cross = tp * pp > max(ic.devices_per_node, 1) and self.mode != "sram_pipeline"
+            cross = tp * pp > dpn and self.mode != "sram_pipeline"
             bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if cross else ic.bandwidth_bytes_per_s
             t = t + (pp - 1) * (ic.latency_s + nbytes / tp / bw)
         return xp.where(M > 0, t, 0.0)
