@@ -68,10 +68,16 @@ def test_stream_infer_checks_positions_before_allocating(cli):
 # ---------------------------------------------------------------- layout rules
 
 def test_tp_must_divide_kv_heads_too(cli):
+    """Training: tp divides the KV heads (Megatron). Serving: tp divides the query heads and divides
+    or is a multiple of the KV heads (vLLM replicates them), so tp 16 serves 8 KV heads and tp 12
+    is refused with the rule."""
     refused(cli, *P, "--model", "llama-3.1-8b", "--batch", "16", "--seq", "1024", "--devices", "16", "--tp", "16",
             "--pp", "1", "--zero", "0", "--recompute", "none", words=("8 key/value heads",))
-    refused(cli, "predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--devices", "16",
-            "--tp", "16", words=("8 key/value heads",))
+    refused(cli, "predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--devices", "12",
+            "--tp", "12", words=("32 heads", "8 key/value heads", "replicated"))
+    code, out, _ = cli("predict", "infer", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--devices", "16",
+                       "--tp", "16", "--json")
+    assert code == 0 and json.loads(out)["workload"]["layout"]["tp"] == 16
 
 
 def test_infer_pp_must_split_the_layers(cli):

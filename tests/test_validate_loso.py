@@ -204,14 +204,18 @@ def test_project_and_validate_give_the_same_pile_epoch(cli):
     assert V.predict_row(row, pooled.full(lin, fitted)) == pytest.approx(V.predict_row(row), rel=1e-9)
 
 
-def test_a_rows_stated_kv_cache_precision_is_what_it_is_predicted_with():
+def test_a_rows_stated_kv_cache_precision_is_what_it_is_predicted_with(monkeypatch):
     """AMD's MLPerf v4.1 server row states an FP8 KV cache (Quark w_fp8_a_fp8_o_fp8): it is
-    predicted with it (twice the sequences a replica holds, and so the concurrency Little's law
-    gives), not with the engine's default 16-bit cache; the row with the column blank falls back to
-    that default. At one fixed batch the stated cache is half the bytes."""
+    predicted with it, not with the engine's default 16-bit cache; the row with the column blank
+    falls back to that default. At one fixed batch the stated cache is half the bytes."""
     row = _row("mlperf41-amd-8xmi300x-server-tpot")
     assert row["kv_precision"] == "fp8"
-    assert V.predict_row(row) != pytest.approx(V.predict_row({**row, "kv_precision": ""}), rel=0.05)
+    seen, infer = [], V._infer
+    monkeypatch.setattr(V, "_infer", lambda *a, **k: seen.append(k.get("kv")) or infer(*a, **k))
+    V.predict_row(row)
+    V.predict_row({**row, "kv_precision": ""})
+    assert seen and seen[0] == "fp8" and seen[-1] is None, seen
+    monkeypatch.setattr(V, "_infer", infer)
     w = V.serving_workload(V.row_workload(row), row).with_(batch=64)
     fp8, default = (V._infer(w, None, eng="vllm-rocm", kv=kv) for kv in ("fp8", None))
     assert fp8.kv_precision == "fp8" and default.kv_precision == "bf16"

@@ -32,6 +32,16 @@ TOL_NUMERIC = 0.25
 TOL_MEGATRON = 0.05
 
 #: settings the rows leave open; documented in docs/predict.md
+#: MLPerf llama2-70b's prompts (OpenOrca, 24,576 samples, Llama 2 tokenizer): their mean length. The
+#: result files do not state it; the benchmark's dataset does, sample by sample (tok_input_length of
+#: open_orca_gpt4_tokenized_llama.sampled_24576.pkl.gz, kept by mlcommons/inference
+#: language/llama2-70b/processorca.py at under 1,024 tokens), summarised per sample in
+#: openshift-psap/performance-dashboard@7cd1065d mlperf-data/summaries/llama2-70b-99.csv: mean 222.3,
+#: median 152, max 1,021 (computed here from that file's 24,576 rows)
+OPENORCA_PROMPT = 222
+OPENORCA_NOTE = ("prompt 222 tokens, the mean of the benchmark dataset's 24,576 prompts (median 152, max 1,021; "
+                 "OPENORCA_PROMPT)")
+
 ASSUME: dict[str, dict] = {
     "cs2-gpt3-20b-pile-epoch": {"note": "one epoch of the Pile = 300e9 tokens (project.DATASETS)"},
     "cs2-bert-large-sst2-epoch": {"note": "SST-2 epoch = 67,349 samples / predicted samples per s"},
@@ -59,32 +69,32 @@ ASSUME: dict[str, dict] = {
     "cerebras-infer-8b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
     "cerebras-infer-70b-wafers": {"prompt_len": 128, "gen_len": 512, "note": "bf16 weights + KV of one 640-token request"},
     "cerebras-infer-70b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
-    **{k: {"prompt_len": 512, "gen_len": 292,
+    **{k: {"prompt_len": OPENORCA_PROMPT, "gen_len": 292,
            "note": "MLPerf llama2-70b (OpenOrca): 292 generated tokens (the notes' tokens/s / samples/s); "
-                   "prompt length not in the result files, 512 assumed (half the 1,024 cap)"}
+                   + OPENORCA_NOTE}
        for k in ("mlperf41-amd-8xmi300x-offline", "mlperf41-amd-1xmi300x-offline", "mlperf41-amd-8xmi300x-server",
                  "mlperf41-amd-8xmi300x-server-ttft", "mlperf41-amd-8xmi300x-server-tpot",
                  "mlperf41-nv-8xh200-offline", "mlperf41-nv-8xh200-server", "mlperf41-nv-8xh100-offline",
                  "mlperf41-nv-8xh200-server-ttft")},
-    **{k: {"prompt_len": 512, "gen_len": 292, "precision": "fp8",
+    **{k: {"prompt_len": OPENORCA_PROMPT, "gen_len": 292, "precision": "fp8",
            "note": "as the AMD rows; fp8 assumed (NVIDIA's closed llama2-70b submissions quantise to FP8 "
                    "with TensorRT-LLM; the result files do not state it)"}
        for k in ("mlperf41-nv-8xh200-offline", "mlperf41-nv-8xh200-server", "mlperf41-nv-8xh100-offline",
                  "mlperf41-nv-8xh200-server-ttft")},
-    **{k: {"prompt_len": 512, "gen_len": 274,
+    **{k: {"prompt_len": OPENORCA_PROMPT, "gen_len": 274,
            "note": "MLPerf llama2-70b (OpenOrca): 274 generated tokens (the offline row's notes: tokens/s / "
-                   "samples/s); prompt length not in the result files, 512 assumed (as the other MLPerf rows)"}
+                   "samples/s); " + OPENORCA_NOTE}
        for k in ("mlperf41-nv-1xb200-offline", "mlperf41-nv-1xb200-server")},
-    **{k: {"prompt_len": 512, "gen_len": 273, "precision": "fp4",
+    **{k: {"prompt_len": OPENORCA_PROMPT, "gen_len": 273, "precision": "fp4",
            "note": "MLPerf llama2-70b (OpenOrca): 273 generated tokens (the offline row's notes: tokens/s / "
-                   "samples/s); prompt length not in the result files, 512 assumed; fp4 assumed: the "
+                   "samples/s); " + OPENORCA_NOTE + "; fp4 assumed: the "
                    "TensorRT-LLM harness on B200, whose llama2-70b runs NVIDIA's own v4.1 B200 submission "
                    "made in FP4 (rows mlperf41-nv-1xb200-*)"}
        for k in ("mlperf50-google-8xb200-offline", "mlperf50-google-8xb200-server",
                  "mlperf50-google-8xb200-server-ttft", "mlperf50-google-8xb200-server-tpot")},
-    **{k: {"prompt_len": 512, "gen_len": 292,
+    **{k: {"prompt_len": OPENORCA_PROMPT, "gen_len": 292,
            "note": "MLPerf llama2-70b (OpenOrca): 292 generated tokens (the row's notes: tokens/s / samples/s); "
-                   "prompt length not in the result files, 512 assumed (as the v4.1 rows)"}
+                   + OPENORCA_NOTE}
        for k in ("mlperf40-intel-8xgaudi2-offline", "mlperf40-intel-8xgaudi2-server",
                  "mlperf40-intel-8xgaudi2-server-ttft", "mlperf40-intel-8xgaudi2-server-tpot")},
     **{k: {"prompt_len": 161, "gen_len": 338,
