@@ -357,3 +357,19 @@ def test_the_engine_takes_a_workload_and_nothing_else():
         predict_infer(spec, hw, batch=2, prompt_len=128, gen_len=16)
     with pytest.raises(TypeError):
         sweep_train(spec, hw, batch=np.array([8, 16]), seq=128)
+
+
+def test_fp4_gemms_gain_the_square_of_fp8s_gain_over_bf16():
+    """step.gemm_peak: each halving of the element width realises (1 + lowp_gemm) of the bf16 rate.
+    Measured on B200 (vLLM PRs #19566, #20578; Llama-8B shape, activation quantisation included):
+    fp8 1.47x bf16, NVFP4 2.0-2.2x, about 1.47^2; a gain linear in the datasheet ratio with the
+    same fp8 gain would give 2.4x. Gaudi 3's fp8 peak equals its bf16 one: no gain."""
+    from llmbench.perfmodel.step import gemm_peak
+
+    b200, p = get_hardware("b200"), {"lowp_gemm": 0.47}
+    bf16 = gemm_peak(b200, "bf16", p)
+    assert gemm_peak(b200, "fp8", p) / bf16 == pytest.approx(1.47)
+    assert gemm_peak(b200, "fp4", p) / bf16 == pytest.approx(1.47 ** 2)
+    assert 2.0 <= gemm_peak(b200, "fp4", p) / bf16 <= 2.2
+    g3 = get_hardware("gaudi3")
+    assert gemm_peak(g3, "fp8", p) == pytest.approx(gemm_peak(g3, "bf16", p))

@@ -390,7 +390,7 @@ def test_nvidia_b200_mlperf_llama2_runs_fp4():
     results; the result files do not say): the v4.1 one-B200 rows state fp4, the v5.0 8x B200 rows
     (Google, the same TensorRT-LLM harness) assume it, and the prediction runs it: the offline rows
     at least 1.5x their fp8 prediction. With the dataset's 222-token prompts the fp4 offline rows
-    overshoot (+52%, +37%; fp8 would give -17%, -24%): the model's fp4 step at large batch is too
+    overshoot (+42%, +29%; fp8 would give -17%, -24%): the model's fp4 step at large batch is too
     fast on B200, as on TensorRT-LLM's own 70B fp4 row (docs/predict.md) -- a missing mechanism,
     not a reason to run another precision than the source states."""
     from llmbench.perfmodel import validate as V
@@ -411,9 +411,9 @@ def test_nvidia_b200_mlperf_llama2_runs_fp4():
 def test_server_concurrency_solves_littles_law():
     """validate.server_batch: the concurrency c a server-scenario row runs at solves
     c = rate x latency(c) (to within one replica's step of the integer grid), near saturation
-    where the fixed-point iteration converges slowly: the one-B200 server row at 100 requests/s
-    (2.5x its published rate, which the dataset's 222-token prompts leave far from saturation;
-    8 rounds stop ~25% short there)."""
+    where the fixed-point iteration converges slowly: the one-B200 server row at the first rate
+    from 60 requests/s up (its published 39.6 is far from saturation with the dataset's
+    222-token prompts) where 8 rounds stop more than 5% short, as the old cap did."""
     from llmbench.hardware import get_hardware
     from llmbench.perfmodel import validate as V
     from llmbench.perfmodel.infer import predict_infer
@@ -422,16 +422,20 @@ def test_server_concurrency_solves_littles_law():
 
     row = _published("mlperf41-nv-1xb200-server")
     w = V.serving_workload(V.row_workload(row), row)
-    rate = 100.0
-    c = V.server_batch(w, rate, "trtllm")
     h = get_hardware(w.hardware)
-    r = predict_infer(V.row_spec(w), h, w.with_(batch=c), resolve_params(h, use_profile=False),
-                      engine=engine("trtllm", fitted=False))
-    assert abs(rate * r.latency_s_p50 - c) <= max(2.0, 0.01 * c), (c, rate * r.latency_s_p50)
     saved = dict(V._SERVER)
-    V._SERVER.clear()  # memoised by workload and rate, not by iters
     try:
-        assert V.server_batch(w, rate, "trtllm", iters=8) < 0.95 * c  # the old cap stopped short
+        for rate in range(60, 130, 10):
+            V._SERVER.clear()  # memoised by workload and rate, not by iters
+            c = V.server_batch(w, float(rate), "trtllm")
+            V._SERVER.clear()
+            if V.server_batch(w, float(rate), "trtllm", iters=8) < 0.95 * c:
+                break
+        else:
+            pytest.fail("8 rounds reach the fixed point at every rate tried")
+        r = predict_infer(V.row_spec(w), h, w.with_(batch=c), resolve_params(h, use_profile=False),
+                          engine=engine("trtllm", fitted=False))
+        assert abs(rate * r.latency_s_p50 - c) <= max(2.0, 0.01 * c), (rate, c, rate * r.latency_s_p50)
     finally:
         V._SERVER.clear()
         V._SERVER.update(saved)
