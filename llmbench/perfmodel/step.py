@@ -11,7 +11,6 @@ live). docs/predict.md gives every equation and its source.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
