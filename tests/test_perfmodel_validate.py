@@ -507,9 +507,9 @@ def test_serving_replicates_kv_heads_when_tp_exceeds_them():
     QKVParallelLinear, num_kv_head_replicas); training keeps Megatron's rule (tp divides the KV
     heads). A rank's KV cache per token is then that of tp 8, and SambaNova's 16-socket node
     serves Llama 3.1 70B at tp 16."""
+    from llmbench.footprint import kv_bytes_per_token_device
     from llmbench.hardware import get_hardware
     from llmbench.models import get_model
-    from llmbench.footprint import kv_bytes_per_token_device
     from llmbench.perfmodel import validate as V
     from llmbench.perfmodel.infer import predict_infer
     from llmbench.perfmodel.plan import check_serving_tp, check_tp_heads, serving_tp_ok

@@ -215,7 +215,7 @@ def test_a_rows_stated_kv_cache_precision_is_what_it_is_predicted_with(monkeypat
     V.predict_row(row)
     V.predict_row({**row, "kv_precision": ""})
     assert seen and seen[0] == "fp8" and seen[-1] is None, seen
-    monkeypatch.setattr(V, "_infer", infer)
+    monkeypatch.undo()
     w = V.serving_workload(V.row_workload(row), row).with_(batch=64)
     fp8, default = (V._infer(w, None, eng="vllm-rocm", kv=kv) for kv in ("fp8", None))
     assert fp8.kv_precision == "fp8" and default.kv_precision == "bf16"

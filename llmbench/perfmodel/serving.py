@@ -490,13 +490,14 @@ class StepModel:
         nbytes = M * self.sh.d * ACT_BYTES
         lat = self.engine.collective_latency_s if self.engine.collective_latency_s is not None else ic.latency_s
         dpn = max(ic.devices_per_node, 1)
+        inter = ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s
         # a tp group wider than a node all-reduces over the links between nodes (vLLM, TensorRT-LLM
         # multi-node TP): the slower ones set the pace
-        tp_bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if tp > dpn else ic.bandwidth_bytes_per_s
+        tp_bw = inter if tp > dpn else ic.bandwidth_bytes_per_s
         t = 2.0 * self.sh.L * ring(nbytes, float(tp), tp_bw, lat, self.params["network"], xp)
         if pp > 1:
             cross = tp * pp > dpn and self.mode != "sram_pipeline"
-            bw = (ic.inter_node_bandwidth_bytes_per_s or ic.bandwidth_bytes_per_s) if cross else ic.bandwidth_bytes_per_s
+            bw = inter if cross else ic.bandwidth_bytes_per_s
             t = t + (pp - 1) * (ic.latency_s + nbytes / tp / bw)
         return xp.where(M > 0, t, 0.0)
 

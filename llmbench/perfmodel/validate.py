@@ -31,7 +31,6 @@ from .train import as_run, predict_train
 TOL_NUMERIC = 0.25
 TOL_MEGATRON = 0.05
 
-#: settings the rows leave open; documented in docs/predict.md
 #: MLPerf llama2-70b's prompts (OpenOrca, 24,576 samples, Llama 2 tokenizer): their mean length. The
 #: result files do not state it; the benchmark's dataset does, sample by sample (tok_input_length of
 #: open_orca_gpt4_tokenized_llama.sampled_24576.pkl.gz, kept by mlcommons/inference
@@ -40,8 +39,9 @@ TOL_MEGATRON = 0.05
 #: median 152, max 1,021 (computed here from that file's 24,576 rows)
 OPENORCA_PROMPT = 222
 OPENORCA_NOTE = ("prompt 222 tokens, the mean of the benchmark dataset's 24,576 prompts (median 152, max 1,021; "
-                 "OPENORCA_PROMPT)")
+                 "per-sample lengths in openshift-psap/performance-dashboard@7cd1065d)")
 
+#: settings the rows leave open; documented in docs/predict.md
 ASSUME: dict[str, dict] = {
     "cs2-gpt3-20b-pile-epoch": {"note": "one epoch of the Pile = 300e9 tokens (project.DATASETS)"},
     "cs2-bert-large-sst2-epoch": {"note": "SST-2 epoch = 67,349 samples / predicted samples per s"},
