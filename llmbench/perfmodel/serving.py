@@ -19,8 +19,12 @@ are one replica's (tp x pp devices; pipeline stages run one after another for a 
                on a CPU a GEMM of >= 2 rows reads its weights GEMM_WEIGHT_PASSES times (packing);
                an engine release without a grouped-query decode kernel reads each KV head once
                per query head (RELEASES)
-    step     = max(compute, memory) + 2 all-reduces per layer under TP (latency-bound when small)
-               + pipeline hops + engine.step_overhead_s
+    step     = max(GEMM FLOPs, weights) + max(attention FLOPs, KV cache) + activations: the
+               kernels one after another, each at its own roofline (at a large batch the GEMMs are
+               compute-bound while attention streams the KV cache: the two add)
+               + 2 all-reduces per layer under TP (latency-bound when small) + pipeline hops
+               + engine.step_overhead_s + layers x engine.layer_floor_s (the small kernels a
+               roofline does not time: norms, rotary, the KV-cache write, the activation)
 
 A StepModel may instead carry its GEMMs' measured times (GemmTimes: F.linear timed by rows on the
 device, measure/kernels.py): the GEMMs then cost what was measured, weights read included, and the
@@ -69,7 +73,7 @@ SMALL_M_TILE = {"gpu": 16, "tpu": 128, "hpu": 128, "rdu": 128, "ipu": 16, "wafer
 #: (benchmarks/cpu_small_m.py, F.linear of M rows x 256 against the 50,257 x 256 LM head, one
 #: thread): t(M = 2..8) / t(M = 1) = 1.8-2.6 over four runs on 2026-12-03, fitted passes 1.8-2.5
 #: by form and run; 2.0 taken (the lead's run: 13.3 / 6.3 ms = 2.1). Not fitted on any served
-#: trace; the extra pass is memory time under max(compute, memory) (docs/serve.md "Checked against
+#: trace; the extra pass is weight time under the GEMMs' max(FLOPs, weights) (docs/serve.md "Checked against
 #: a real runtime" says why not summed).
 GEMM_WEIGHT_PASSES = {"cpu": 2.0}
 #: activations between layers and the all-reduced tensors stay 16-bit under fp8/fp4 weights
@@ -86,6 +90,10 @@ class Engine:
     """share of device-memory bandwidth a decode step reaches (None: the hardware profile's)"""
     step_overhead_s: float | None = None
     """fixed time per step (None: the hardware profile's per-layer overheads x layers)"""
+    layer_floor_s: float = 0.0
+    """fixed time per decoder layer of every step: the small kernels a roofline does not time
+    (norms, rotary, KV-cache write, activation, the attention kernel's floor), each launched once
+    per layer; 0 for the native stack, whose per-layer latency is the hardware profile's"""
     prefill_efficiency: float = 1.0
     """multiplier on the hardware's large-GEMM efficiency (compute_max)"""
     request_overhead_s: float = 0.0
@@ -312,6 +320,11 @@ class StepParts:
     """'memory' where the bytes term wins, else 'compute'; 'network' where the collectives and
     pipeline hops take longer than both, 'latency' where the fixed per-step time (launches, the
     engine's scheduling, a wafer's per-layer fabric latency) takes longer than everything else"""
+    attention_compute_s: Any = None
+    attention_memory_s: Any = None
+    other_s: Any = None
+    """the step's busy time is max(attention_compute_s, attention_memory_s) + other_s (its GEMMs
+    and elementwise kernels, each at its own roofline), then the collectives and overheads"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -390,22 +403,30 @@ class StepModel:
         ps = xp.minimum(P, 1.0) if prefill_seqs is None else xp.asarray(prefill_seqs, dtype=float)
         pairs = P * (P + 1.0) / 2.0 if prefill_attn_pairs is None else xp.asarray(prefill_attn_pairs, dtype=float)
         M = P + D
-        comp = self._compute_s(M, D + ps, pairs, C, xp)
-        mem = self._memory_s(M, C, xp)
+        attn_c, gemm_c = self._attn_s(pairs, C), self._gemm_s(M, D + ps, xp)
+        comp = gemm_c + attn_c
+        weights_m, kv_m, act_m = self._bytes_s(M, C, xp)
         comm = self._comm_s(M, xp)
         over = xp.where(M > 0, self.overhead_per_step_s, 0.0) + xp.where(P > 0, self.overhead_prefill_s, 0.0)
         if self.weight_passes != 1.0 and self.gemm_times is None:  # a CPU: packed GEMMs read their weights again
-            mem = mem + self._extra_pass_s(M, D + ps, xp)
+            weights_m = weights_m + self._extra_pass_s(M, D + ps, xp)
+        mem = weights_m + kv_m + act_m
         if self.gemm_times is not None:  # kernels one after another: the measured GEMMs, then attention's
-            mem = mem + self._gemm_measured_s(M, D + ps, xp)  # FLOPs or its bytes (KV, activations), the
-        core = xp.maximum(comp, mem)  # larger: GEMMs + max(attention, bytes) = max(compute, memory)
+            gemms = self._gemm_measured_s(M, D + ps, xp)  # FLOPs or its bytes (KV, activations), the larger
+            attn_m, other = mem, gemms
+            mem = mem + gemms
+        else:  # the kernels one after another, each at its own roofline: the GEMMs (their FLOPs or
+            # their weights), attention (its FLOPs or the KV cache), the elementwise kernels (bytes)
+            attn_m, other = kv_m, xp.maximum(gemm_c, weights_m) + act_m
+        core = xp.maximum(attn_c, attn_m) + other
         busy = xp.maximum(core, comm) if self.comm_overlapped else core + comm
         t = xp.where(M > 0, busy + over, 0.0)
         bound = xp.where(over > xp.maximum(core, comm), "latency",
                          xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute")))
         if not is_scalar(xp):
             bound = xp.asarray(bound)
-        return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound)
+        return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound,
+                         attention_compute_s=attn_c, attention_memory_s=attn_m, other_s=other)
 
     def _attn_s(self, pairs, ctx_read):
         """Attention FLOPs (prefill pairs, decode's cached tokens) at the attention rate."""
@@ -419,8 +440,8 @@ class StepModel:
     def _extra_pass_s(self, M, head_rows, xp):
         """(weight_passes - 1) x the weight bytes of the step's GEMMs with >= 2 rows, over the
         bandwidth: the layers' GEMMs run M = tokens rows, the LM head one row per token read
-        (a 64-token prompt alone: layers packed, head matrix-vector). In the memory term, under
-        max(compute, memory) as every other term: on the runtime's calibration steps that fitted
+        (a 64-token prompt alone: layers packed, head matrix-vector). In the weights' term, under
+        the GEMMs' max(FLOPs, weights): on the runtime's calibration steps that fitted
         better than the packing summed with the FLOPs (docs/serve.md), though the LM head alone
         at 16 rows prefers the sum. The routed experts of a MoE model are left at one pass."""
         sh = self.sh
@@ -429,13 +450,12 @@ class StepModel:
         elems = xp.where(M > 1, body, 0.0) + xp.where(head_rows > 1, head, 0.0)
         return (self.weight_passes - 1.0) * elems * sh.s / self.tp / self.bandwidth_bytes_per_s
 
-    def _compute_s(self, M, head_rows, pairs, ctx_read, xp):
-        """GEMMs padded to the tile, the routed experts per expert, attention FLOPs (prefill pairs
-        and decode's cached tokens), per device of the tp group, all stages one after another."""
+    def _gemm_s(self, M, head_rows, xp):
+        """The GEMMs' FLOPs (padded to the tile; routed experts per expert), per device of the tp
+        group, all stages one after another, at the GEMM rate; or their measured times."""
         sh, tp, tile = self.sh, self.tp, self.m_tile
-        attn_s = self._attn_s(pairs, ctx_read)
         if self.gemm_times is not None:  # measured: what the device's kernels took for these rows
-            return self._gemm_measured_s(M, head_rows, xp) + attn_s
+            return self._gemm_measured_s(M, head_rows, xp)
         rate = self.peak_gemm * self.compute_eff
         head_nk = sum(n * k for n, k in sh.head_tok)
         body = 2.0 * xp.maximum(M, tile) * (self.token_nk - head_nk) / tp
@@ -447,7 +467,7 @@ class StepModel:
             rows = xp.where(M > 0, M * mo.rows_per_token / hit, 0.0)
             nk = sum(n * k for n, k, _ in mo.expert_gemms)
             t = t + mo.moe_layers * hit * 2.0 * xp.maximum(rows, tile) * nk / tp / rate
-        return t + attn_s
+        return t
 
     def _prefill_pair_flops(self) -> float:
         """Attention FLOPs per causal (query, key) pair per layer in prefill (non-absorbed MLA)."""
@@ -456,10 +476,11 @@ class StepModel:
             return 2.0 * s.n_heads * (s.qk_nope_head_dim + s.qk_rope_head_dim + s.v_head_dim)
         return 2.0 * s.n_heads * (s.d_head + s.d_head_v)
 
-    def _memory_s(self, M, ctx_read, xp):
-        """Bytes one device moves in the step over the achievable bandwidth: its weights (routed
-        experts: those the step's tokens touch), KV read and the new tokens' KV written,
-        activations; weights held in DDR at the DDR tier's bandwidth."""
+    def _bytes_s(self, M, ctx_read, xp):
+        """Seconds of the bytes one device moves in the step, by the kernels that move them: (the
+        GEMMs' weights (routed experts: those the step's tokens touch; weights held in DDR at the
+        DDR tier's bandwidth), attention's KV cache (read, and the new tokens' written), the
+        elementwise kernels' activations)."""
         sh, tp = self.sh, self.tp
         any_tok = xp.where(M > 0, 0.0 if self.gemm_times is not None else 1.0, 0.0)  # measured GEMMs read them
         w = any_tok * self.dense_weight_elems * sh.s / tp
@@ -470,9 +491,9 @@ class StepModel:
         share_ddr = self.weights_ddr_bytes_per_device / max(self.weights_bytes_per_device, 1.0)
         kv = (ctx_read * self.kv_read_passes + M) * self.kv_bytes_per_token_per_device * self.pp
         act = M * (sh.ew_bytes_tok * sh.L + sh.outer_bytes_tok) / tp
-        fast = (w * (1.0 - share_ddr) + kv + act) / self.bandwidth_bytes_per_s
+        bw = self.bandwidth_bytes_per_s
         slow = w * share_ddr / self.ddr_bandwidth_bytes_per_s if share_ddr > 0 else 0.0
-        return fast + slow
+        return w * (1.0 - share_ddr) / bw + slow, kv / bw, act / bw
 
     def link_bytes_per_token(self) -> float:
         """Bytes one token moves between the replica's devices: per layer two all-reduces of its
@@ -534,11 +555,12 @@ def _memory_tier(hw, mode: str):
 
 
 def _overhead(eng: Engine, sh, p: dict) -> tuple[float, float]:
-    """(fixed time of every step, extra time of a step with prefill). An engine's own figure; the
-    native stack: the hardware profile's per-layer latency of a generated token (a wafer's fabric
-    traversal) and, for a prefill pass, its per-layer overhead (as a training pass)."""
+    """(fixed time of every step, extra time of a step with prefill). An engine's own figures: its
+    step overhead and its floor per decoder layer; the native stack: the hardware profile's
+    per-layer latency of a generated token (a wafer's fabric traversal) and, for a prefill pass, its
+    per-layer overhead (as a training pass)."""
     if eng.step_overhead_s is not None:
-        return eng.step_overhead_s, 0.0
+        return eng.step_overhead_s + sh.L * eng.layer_floor_s, 0.0
     return sh.L * p["token_layer_latency_s"], sh.L * p["layer_overhead_s"]
 
 

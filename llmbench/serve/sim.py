@@ -100,8 +100,9 @@ class SimResult:
 
 class _DecodeLines(dict):
     """n -> the decode step of n sequences as exact lines in the cached tokens read, kv:
-    (compute c0 + c1 kv, memory m0 + m1 kv, the rest), its time max(compute, memory) + the rest,
-    as perfmodel/serving.py composes it. Each n is checked against the model's own time_s at
+    (attention's compute c0 + c1 kv, its memory m0 + m1 kv, the rest: the GEMMs, elementwise
+    kernels, collectives and overheads), its time max(compute, memory) + the rest, as
+    perfmodel/serving.py composes it. Each n is checked against the model's own time_s at
     several kv (both ends, the lines' crossing); a model without parts(), or one that fails the
     check, is called step by step (None). Why: a decode run's steps then cost no model call."""
 
@@ -121,11 +122,14 @@ class _DecodeLines(dict):
 
     def _fit(self, n: int):
         a, b = self._parts(n, 0.0), self._parts(n, self.KV_FIT)
-        rest = float(a.comm_s) + float(a.overhead_s)
-        if rest != float(b.comm_s) + float(b.overhead_s):
+        if a.other_s is None:
             return None
-        c0, m0 = float(a.compute_s), float(a.memory_s)
-        c1, m1 = (float(b.compute_s) - c0) / self.KV_FIT, (float(b.memory_s) - m0) / self.KV_FIT
+        rest = float(a.other_s) + float(a.comm_s) + float(a.overhead_s)
+        if rest != float(b.other_s) + float(b.comm_s) + float(b.overhead_s):
+            return None
+        c0, m0 = float(a.attention_compute_s), float(a.attention_memory_s)
+        c1 = (float(b.attention_compute_s) - c0) / self.KV_FIT
+        m1 = (float(b.attention_memory_s) - m0) / self.KV_FIT
         checks = list(self.KV_CHECK) + ([(c0 - m0) / (m1 - c1)] if m1 != c1 and (c0 - m0) / (m1 - c1) > 0 else [])
         for kv in checks:
             want = float(self.step.time_s(0.0, float(n), kv, prefill_seqs=0.0, prefill_attn_pairs=0.0))
