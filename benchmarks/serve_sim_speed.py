@@ -23,7 +23,7 @@ import timeit
 import numpy as np
 
 from llmbench.serve.config import Deployment, Load
-from llmbench.serve.metrics import Slo
+from llmbench.queueing.metrics import Slo
 from llmbench.serve.plan import plan_serve
 from llmbench.serve.run import make_trace, run
 

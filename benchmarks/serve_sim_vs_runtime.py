@@ -22,8 +22,8 @@ entry, point.hardware_for_device), calibrated the same way.
    throughput the fitted simulator predicts for the trace's lengths (rate infinite). Each level's
    step model is fitted on calibration steps timed just before and just after its replay (the
    shared machine's load drifts; a fit on the replay's own steps would be in sample). Each level is
-   one seeded synthetic trace (serve/trace.py) of `--requests` requests, replayed by the runtime in
-   wall-clock time and simulated (serve/sim.py) with the same scheduler (continuous batching,
+   one seeded synthetic trace (queueing/trace.py) of `--requests` requests, replayed by the runtime in
+   wall-clock time and simulated (queueing/sim.py) with the same scheduler (continuous batching,
    prefill prioritised, max_num_seqs, max_batched_tokens, block_tokens) and the same KV blocks.
 3. Side by side: p50/p99 TTFT and TPOT, request and output-token throughput, and sim / runtime.
    Targets (issue 22): p50 within 20%, p99 within 35%, throughput within 15%.
@@ -58,9 +58,9 @@ from llmbench.measure.serve_config import EngineConfig
 from llmbench.models import get_model
 from llmbench.models.spec import resize
 from llmbench.perfmodel.serving import Engine, build_step_model
-from llmbench.serve import trace as tr
-from llmbench.serve.metrics import summarize
-from llmbench.serve.sim import Scheduler, simulate
+from llmbench.queueing import trace as tr
+from llmbench.queueing.metrics import summarize
+from llmbench.queueing.sim import Scheduler, simulate
 
 #: (decode sequences, cached tokens each, prompt tokens, prompts) of the calibration steps: decode
 #: steps and prefill steps of one or several prompts, as continuous batching runs them. Decodes of

@@ -27,6 +27,7 @@ FLOORS = {
     "point": 2, "layouts": 2,                              # the vocabulary: Workload, METRICS, layouts
     "grid": 2, "footprint": 2,                             # a Workload as arrays; what a device holds
     "results": 3,                                          # the store of every result
+    "queueing": 3,                                         # requests over engine steps: traces, simulator, metrics
     "perfmodel": 4, "measure": 4, "streaming": 4,          # the three engines
     "serve": 4,                                            # serving: traces, metrics, simulator
     "report": 5,                                           # draws what results/ holds

@@ -80,7 +80,7 @@ def test_serve_requests_take_e_notation_and_refuse_by_the_bound(cli):
 
 
 def test_a_trace_that_is_a_directory_is_named_so(tmp_path):
-    from llmbench.serve.trace import parse_length, read_trace
+    from llmbench.queueing.trace import parse_length, read_trace
 
     with pytest.raises(BadInput, match=f"trace file {tmp_path}: is a directory"):   # was "no file"
         read_trace(tmp_path)

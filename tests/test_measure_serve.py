@@ -162,7 +162,7 @@ def test_closed_loop_keeps_at_most_c_outstanding():
 
 
 def test_records_summarise_in_benchmark_serving_keys():
-    from llmbench.serve.metrics import summarize
+    from llmbench.queueing.metrics import summarize
 
     model = build_model(MODELS["gpt"]()).eval()
     replay, _ = serve(model, mixed_requests(6), CONFIGS["continuous"])

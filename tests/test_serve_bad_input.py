@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from llmbench.serve.sim import Scheduler, simulate
-from llmbench.serve.trace import Trace
+from llmbench.queueing.sim import Scheduler, simulate
+from llmbench.queueing.trace import Trace
 
 SERVE = ["serve", "--model", "llama-3-8b", "--hardware", "h100-sxm"]
 PLAN = ["plan", "serve", "--model", "llama-3-8b", "--hardware", "h100-sxm", "--rate", "4",

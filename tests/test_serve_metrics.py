@@ -1,11 +1,11 @@
-"""llmbench/serve/metrics.py against hand-computed figures (vLLM benchmark_serving's definitions)."""
+"""llmbench/queueing/metrics.py against hand-computed figures (vLLM benchmark_serving's definitions)."""
 import csv
 
 import numpy as np
 import pytest
 
 from llmbench.errors import BadInput
-from llmbench.serve.metrics import (RequestRecords, Slo, itls_from_token_times, summarize,
+from llmbench.queueing.metrics import (RequestRecords, Slo, itls_from_token_times, summarize,
                                     write_records_csv)
 
 NAN = float("nan")

@@ -10,7 +10,7 @@ from llmbench.results.store import ResultsDB
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     from llmbench.serve.config import Deployment, Load
-    from llmbench.serve.metrics import Slo
+    from llmbench.queueing.metrics import Slo
     from llmbench.serve.plan import plan_serve
     from llmbench.serve.run import result_row, run
 

@@ -1,4 +1,4 @@
-"""llmbench/serve/sim.py with tiny fake step models (the physics is perfmodel/serving.py's, tested
+"""llmbench/queueing/sim.py with tiny fake step models (the physics is perfmodel/serving.py's, tested
 there): Little's law, rate -> 0, saturation, chunked prefill, preemption, replicas, closed loop,
 determinism. Each figure is derived from the fake model by hand, so a wrong scheduler fails."""
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 
 from llmbench.errors import BadInput
 from llmbench.serve.data import SYNTHETIC_MIXED
-from llmbench.serve.metrics import summarize
-from llmbench.serve.sim import Scheduler, simulate
-from llmbench.serve.trace import Trace, parse_length, read_trace, synthetic
+from llmbench.queueing.metrics import summarize
+from llmbench.queueing.sim import Scheduler, simulate
+from llmbench.queueing.trace import Trace, parse_length, read_trace, synthetic
 
 
 class Linear:
@@ -149,7 +149,7 @@ def test_bad_scheduler(kw):
 
 
 def test_round_robin_replicas_run_alone_exactly_as_in_lockstep(monkeypatch):
-    from llmbench.serve import sim
+    from llmbench.queueing import sim
 
     t, m, sched = _trace(600, 40, seed=2), Linear(a=4e-3, b=3e-6, c=2e-4, kv_capacity_tokens=40_000), Scheduler(replicas=3)
     alone = simulate(t, m, sched)
@@ -165,7 +165,7 @@ def test_decode_runs_timed_from_checked_lines_equal_the_step_model():
     checked; the same times as calling perfmodel/serving.py step by step."""
     from llmbench.serve.config import Deployment
     from llmbench.serve.run import replica
-    from llmbench.serve.sim import _DecodeLines
+    from llmbench.queueing.sim import _DecodeLines
 
     for hw in ("h100-sxm", "cs3", "mi300x"):
         sm = replica(Deployment(model="llama-3.1-8b", hardware=hw))

@@ -1,4 +1,4 @@
-"""llmbench/serve/trace.py: seeded generators with the stated statistics, trace files in the three
+"""llmbench/queueing/trace.py: seeded generators with the stated statistics, trace files in the three
 layouts read and validated (one line naming the file and row), the request bound, the shipped trace."""
 import json
 import math
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from llmbench.errors import BadInput
-from llmbench.serve import trace as tr
+from llmbench.queueing import trace as tr
 from llmbench.serve.data import SYNTHETIC_MIXED
-from llmbench.serve.trace import arrivals, parse_length, read_trace, synthetic
+from llmbench.queueing.trace import arrivals, parse_length, read_trace, synthetic
 
 
 def _t(n=100, rate=4.0, seed=0, **kw):

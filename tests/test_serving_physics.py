@@ -358,7 +358,7 @@ def test_measured_gemm_times_replace_the_roofline_gemms_and_interpolate():
     # attention adds to the GEMMs: a decode over a long context costs more than over none
     assert m.time_s(0, 2, 2 * 4000) > m.time_s(0, 2, 0) + 0.9 * (m.parts(0, 2, 8000).compute_s - 3e-3)
     # the simulator's decode lines (time = max(compute, memory) + the rest, exact) hold
-    from llmbench.serve.sim import _DecodeLines
+    from llmbench.queueing.sim import _DecodeLines
     assert _DecodeLines(m)[4] is not None
     # vectorised = scalar
     D = np.array([1.0, 3.0, 12.0])

@@ -160,7 +160,7 @@ def serve_cmd(a) -> None:
 
 def _serve_one(a, spec, cfg, load, trace, slo, many: bool) -> dict:
     from llmbench.measure.serve import measure_serve  # torch, only now
-    from llmbench.serve.metrics import summarize, write_records_csv
+    from llmbench.queueing.metrics import summarize, write_records_csv
 
     replay, info = measure_serve(spec, trace, cfg, device=a.device, seed=a.seed,
                                  max_concurrency=load.max_concurrency, threads=a.threads)

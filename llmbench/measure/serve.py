@@ -4,7 +4,7 @@ checked against (issue 22, item 5; benchmarks/serve_sim_vs_runtime.py).
     llmbench measure serve --model gpt2-small --n-layers 2 --rate 4 --requests 200
     from llmbench.measure.serve import EngineConfig, ServingEngine
     replay = ServingEngine(model, EngineConfig(max_num_seqs=16)).replay(read_trace("t.csv"))
-    summarize(replay.to_records())     # llmbench/serve/metrics.py: benchmark_serving's keys
+    summarize(replay.to_records())     # llmbench/queueing/metrics.py: benchmark_serving's keys
 
 What it does, as vLLM does it, small:
 - **Paged KV cache.** Each layer's keys and values live in a pool of `kv_blocks` blocks of
@@ -86,8 +86,8 @@ class Replay:
     step_log: tuple = ()  # StepRecords when replay(log_steps=True): each step's shape and time
 
     def to_records(self):
-        """The records as the simulator gives them (llmbench/serve/metrics.py RequestRecords)."""
-        from llmbench.serve.metrics import RequestRecords, itls_from_token_times
+        """The records as the simulator gives them (llmbench/queueing/metrics.py RequestRecords)."""
+        from llmbench.queueing.metrics import RequestRecords, itls_from_token_times
 
         col = lambda name, dtype=np.float64: np.array([getattr(r, name) for r in self.records], dtype)  # noqa: E731
         return RequestRecords(col("arrival_s"), col("first_token_s"), col("finish_s"),
@@ -126,7 +126,7 @@ def step_record(plan, start_s: float, end_s: float) -> StepRecord:
 
 
 def requests_of(trace) -> list[Request]:
-    """A llmbench/serve/trace.py Trace (arrays) -> Requests."""
+    """A llmbench/queueing/trace.py Trace (arrays) -> Requests."""
     return [Request(float(a), int(p), int(o)) for a, p, o in
             zip(trace.arrival_s, trace.prompt_tokens, trace.output_tokens)]
 

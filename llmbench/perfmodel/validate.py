@@ -102,6 +102,9 @@ ASSUME: dict[str, dict] = {
                    "dataset statistics); the row's batch is the engine's (offline: the most that fit)"}
        for k in ("aimultiple-h100-llama-3.1-8b-sglang-offline", "aimultiple-h100-llama-3.1-8b-lmdeploy-offline",
                  "aimultiple-h100-llama-3.1-8b-vllm-offline")},
+    **{f"gpustack-h100-qwen3-8b-{e}-c4-{m}": {"requests": 100, "note": "vllm bench serve, 100 prompts at max "
+                                                "concurrency 4 (the page's command), simulated as that closed loop"}
+       for e in ("vllm", "sglang", "trtllm", "sglang-fp8") for m in ("tput", "tpot", "ttft")},
     **{k: {"prompt_len": 1024, "gen_len": 128, "beams": 4, "batch": 32, "tp": 4, "batch_wait_s": 4.0,
            "note": "MLPerf GPT-J (CNN/DailyMail): prompts up to 1,919 tokens, 1,024 assumed; 128 generated tokens "
                    "(the cap) with 4 beams sharing their prompt's KV cache; Saxml static batches of 32 requests "
@@ -112,6 +115,18 @@ ASSUME: dict[str, dict] = {
        for k in ("mlperf31-google-4xtpuv5e-gptj-offline", "mlperf31-google-4xtpuv5e-gptj-server-p50")},
 }
 
+
+#: sources whose client keeps a row's `concurrency` requests in flight (a closed loop), and how it
+#: takes its figures. Such a row runs through the serving simulator's closed loop (queueing.sim: the
+#: engine's scheduler and chunked prefill), not as one static batch: each finished request is
+#: replaced at once, so new prompts land in the other requests' decode steps (ITL and TPOT under
+#: load) and the requests fall out of step. "steady": NVIDIA's AIPerf (GenAI-Perf before it)
+#: reports a stable measurement window (NIM benchmarking guide, "Using AIPerf to Benchmark"): the
+#: simulated requests between the first `concurrency` (sent together at the start) and the last
+#: `concurrency` (the drain), CLOSED_LOOP_REQUESTS x concurrency in all; "run": vllm bench serve
+#: --max-concurrency, every request of the run (ASSUME "requests": how many the page says ran)
+CLOSED_LOOP = {"NVIDIA NIM LLM benchmarking guide": "steady", "GPUStack performance lab": "run"}
+CLOSED_LOOP_REQUESTS = 10
 
 #: ASSUME keys that are Workload fields (prompt_len is the inference seq_len)
 _ROW_FIELDS = ("model", "precision", "batch", "devices", "seq_len", "gen_len", "tp", "pp", "zero", "recompute",
@@ -397,6 +412,8 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     w = serving_workload(w, row)
     if ASSUME.get(row["id"], {}).get("beams", 1) > 1:
         return _beam_metric(w, row, params, eng, ver, kv)
+    if closed_loop(row) and int(row["concurrency"]) > 1:
+        return _closed_loop_metric(w, row, params, infer(w), eng, ver, kv)
     if metric == "devices_needed":
         return float(infer(w).devices)
     open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
@@ -417,6 +434,52 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     if metric == "samples_per_s":  # requests per second (beam-search rows: _beam_metric)
         return r.tokens_per_s / max(r.workload.gen_len, 1)
     return getattr(r, metric)
+
+
+def closed_loop(row: dict) -> str | None:
+    """How the row's client measured a closed loop of `concurrency` requests (CLOSED_LOOP), or None."""
+    if not row.get("concurrency"):
+        return None
+    return next((how for src, how in CLOSED_LOOP.items() if row["source"].startswith(src)), None)
+
+
+def _closed_loop_metric(w: Workload, row: dict, params, r, eng: str, ver, kv) -> float:
+    """A closed-loop row (CLOSED_LOOP): `concurrency` requests of the row's lengths kept in flight
+    on the layout predict_infer chose for them (`r`), simulated step by step (queueing.sim) on the
+    engine's scheduler; the row's metric as its client takes it (mean or median, as metric_kind says)."""
+    from llmbench.queueing import trace as tr
+    from llmbench.queueing.sim import Scheduler, simulate
+
+    from .serving import step_model
+
+    c = int(row["concurrency"])
+    h = get_hardware(w.hardware)
+    e = row_engine_params(eng, params, ver)
+    sm = step_model(row_spec(r.workload), h, r.workload, engine=e,
+                    params=params.get(h.name) if params else None, kv_precision=kv)
+    how = closed_loop(row)
+    n = int(ASSUME.get(row["id"], {}).get("requests", CLOSED_LOOP_REQUESTS * c))
+    trace = tr.synthetic(n, rate_per_s=math.inf, prompt=tr.parse_length(str(w.seq_len)),
+                         output=tr.parse_length(str(w.gen_len)), seed=0)
+    chunk = e.chunked_prefill_tokens
+    sched = Scheduler(policy="chunked" if chunk else "continuous", max_num_seqs=max(c, 256),
+                      max_batched_tokens=chunk or 8192, block_tokens=e.block_tokens,
+                      replicas=max(1, r.workload.devices // (sm.tp * sm.pp)), max_concurrency=c)
+    rec = simulate(trace, sm, sched).records
+    keep = np.arange(n)
+    if how == "steady" and n > 2 * c:
+        keep = keep[c:n - c]
+    stat = np.median if "median" in (row.get("metric_kind") or "") else np.mean
+    metric = row["metric"]
+    if metric == "tokens_per_s":
+        if how == "steady":  # Little's law for the closed loop: c requests in flight at once
+            return c * float(np.mean(rec.output_tokens[keep])) / float(np.mean(rec.e2el_s()[keep]))
+        return float(rec.output_tokens.sum()) / float(rec.finish_s.max() - rec.arrival_s.min())
+    if metric == "time_to_first_token_s":
+        return float(stat(rec.ttft_s()[keep]))
+    if metric == "time_per_output_token_s":
+        return float(stat(rec.tpot_s()[keep]))
+    raise BadInput(f"{row['id']}: metric {metric} of a closed loop is not simulated")
 
 
 def _beam_metric(w: Workload, row: dict, params, eng: str, ver, kv) -> float:

@@ -12,7 +12,7 @@ from .plotkit import empty, figure_legend, label_axes, pyplot
 from .rows import Data, UnknownMetric
 from .tables import Table, fmt
 
-#: the serving rows' metrics (vLLM benchmark_serving's keys, llmbench/serve/metrics.py) the page reads
+#: the serving rows' metrics (vLLM benchmark_serving's keys, llmbench/queueing/metrics.py) the page reads
 SERVE_METRICS = {
     "request_throughput": "completed requests per second of the run",
     "output_throughput": "generated tokens per second", "request_goodput": "requests/s meeting every SLO",

@@ -125,7 +125,7 @@ def add_slo_options(p) -> None:
 
 
 def slo_of(a):
-    from llmbench.serve.metrics import Slo
+    from llmbench.queueing.metrics import Slo
 
     return Slo(ttft_ms=a.slo_ttft_ms, tpot_ms=a.slo_tpot_ms, e2el_ms=getattr(a, "slo_e2el_ms", None))
 
@@ -219,7 +219,7 @@ def _check_out(a, loads) -> None:
 
 
 def _write_out(path: str, res: dict, load, many: bool) -> None:
-    from llmbench.serve.metrics import write_records_csv
+    from llmbench.queueing.metrics import write_records_csv
 
     write_records_csv(res["_sim"].records, _out_path(path, load, many))
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from llmbench.errors import BadInput
 
-#: the most requests one trace may hold: 10^6 requests already take minutes to simulate per layout
-MAX_REQUESTS = 1_000_000
+from llmbench.queueing import MAX_REQUESTS  # noqa: F401  (re-exported: the CLI reads it here)
 
 
 @dataclass(frozen=True, kw_only=True)

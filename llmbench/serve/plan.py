@@ -15,7 +15,7 @@ Two stages, both on the same per-step cost model (perfmodel/serving.py):
    b limited by max-num-seqs and the KV cache (b x (P + O) tokens). The largest lambda(b) whose
    TPOT is within SCREEN_MARGIN of the objective, and t_p x TTFT_QUEUE within the TTFT one, sets
    the rate a replica takes at HEADROOM utilisation; replicas = ceil(rate / that);
-2. simulate the best candidates (serve/sim.py: all their replicas behind the router, default
+2. simulate the best candidates (queueing/sim.py: all their replicas behind the router, default
    least-outstanding, fed the whole load: rate or trace, length distributions, concurrency limit)
    and keep those whose p99 TTFT and p99 TPOT meet the objectives, adding a replica (up to
    MAX_EXTRA) when they do not. Only simulated layouts are called meeting the SLOs.
@@ -33,10 +33,10 @@ import numpy as np
 from llmbench.errors import BadInput
 from llmbench.footprint import KV_PRECISIONS
 from llmbench.perfmodel.plan import serving_tp_ok
-from llmbench.serve.metrics import Slo, summarize
+from llmbench.queueing.metrics import Slo, summarize
 from llmbench.serve.run import (Deployment, Load, check_budget, check_lengths, check_precision, make_trace,
                                 scheduler)
-from llmbench.serve.sim import simulate
+from llmbench.queueing.sim import simulate
 
 MAX_NUM_SEQS = (4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 TPS = (1, 2, 4, 8)

@@ -12,17 +12,17 @@ from dataclasses import asdict
 
 from llmbench.errors import BadInput
 from llmbench.perfmodel.plan import check_serving_tp, serving_tp_ok
-from llmbench.serve import trace as tr
+from llmbench.queueing import trace as tr
 from llmbench.serve.config import Deployment, Load
-from llmbench.serve.metrics import Slo, summarize
-from llmbench.serve.sim import Scheduler, SimResult, simulate
+from llmbench.queueing.metrics import Slo, summarize
+from llmbench.queueing.sim import Scheduler, SimResult, simulate
 
 #: tp tried for a replica when none is given (within a node, dividing the heads)
 TPS = (1, 2, 4, 8, 16)
 
 
 def make_trace(load: Load) -> tr.Trace:
-    """The requests of `load`: the trace file's first `requests`, or generated (serve/trace.py)."""
+    """The requests of `load`: the trace file's first `requests`, or generated (queueing/trace.py)."""
     if load.trace is not None:
         return tr.read_trace(load.trace, max_requests=load.requests)
     return tr.synthetic(load.requests, rate_per_s=load.rate_per_s, burstiness=load.burstiness,
@@ -192,4 +192,4 @@ def result_row(res: dict, load: Load) -> dict:
     per_request = {k: getattr(rec, k).tolist() for k in
                    ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens", "preemptions")}
     return {"point": point, "source": "predicted", "status": "ok", "metrics": metrics,
-            "environment": {"tool": "llmbench.serve.sim", "requests": per_request}}
+            "environment": {"tool": "llmbench.queueing.sim", "requests": per_request}}

@@ -28,7 +28,7 @@ PLAN_TOP = 5
 def record_serving(db, *, budget_s: float = 90.0, log=print) -> dict:
     """Run the sweep (cut at its budget, plan included) and the plan; record them; a timing row."""
     from llmbench.serve.config import Deployment, Load
-    from llmbench.serve.metrics import Slo
+    from llmbench.queueing.metrics import Slo
     from llmbench.serve.run import result_row, run
 
     t0 = time.monotonic()
@@ -54,7 +54,7 @@ def record_serving(db, *, budget_s: float = 90.0, log=print) -> dict:
 
 def _plan(db) -> str:
     from llmbench.serve.config import Load
-    from llmbench.serve.metrics import Slo
+    from llmbench.queueing.metrics import Slo
     from llmbench.serve.plan import plan_serve
 
     load = Load(rate_per_s=PLAN_RATE, **LENGTHS)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmbench.serve.data import SYNTHETIC_MIXED
-from llmbench.serve.trace import LengthDist, Trace, arrivals
+from llmbench.queueing.trace import LengthDist, Trace, arrivals
 
 N_REQUESTS = 1000
 RATE_PER_S = 4.0

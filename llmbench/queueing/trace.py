@@ -1,7 +1,7 @@
 """Requests to serve, as arrays: when each arrives, how long its prompt is, how many tokens it gets.
 Torch-free (numpy); read by the simulator (`llmbench serve`) and the real runtime (`measure serve`).
 
-    from llmbench.serve.trace import synthetic, parse_length, read_trace
+    from llmbench.queueing.trace import synthetic, parse_length, read_trace
     t = synthetic(1000, rate_per_s=8, prompt=parse_length("lognormal:1024,512"),
                   output=parse_length("256"), seed=0)
     t = read_trace("llmbench/serve/data/synthetic_mixed.csv")
@@ -34,7 +34,8 @@ import numpy as np
 
 from llmbench._files import regular_file
 from llmbench.errors import BadInput
-from llmbench.serve.config import MAX_REQUESTS  # noqa: F401  (re-exported: tests patch it here)
+from llmbench.queueing import MAX_REQUESTS  # noqa: F401  (re-exported: tests patch it here)
+
 #: the longest prompt or output a row may state (tokens); longer is a broken file, not a request
 MAX_TOKENS = 10_000_000
 

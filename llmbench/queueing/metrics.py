@@ -2,7 +2,7 @@
 diffs them with theirs directly. Torch-free (numpy); the simulator and the real runtime
 (`measure serve`) both report through `summarize`.
 
-    from llmbench.serve.metrics import RequestRecords, Slo, summarize
+    from llmbench.queueing.metrics import RequestRecords, Slo, summarize
     s = summarize(records, slo=Slo(ttft_ms=500, tpot_ms=50))
     s["request_throughput"], s["p99_tpot_ms"], s["request_goodput"]
 

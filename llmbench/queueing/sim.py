@@ -1,7 +1,7 @@
 """A request-level serving simulator: discrete events over engine steps, each step's time from a
 per-step cost model. Torch-free (numpy); `llmbench serve` runs it.
 
-    from llmbench.serve.sim import Scheduler, simulate
+    from llmbench.queueing.sim import Scheduler, simulate
     res = simulate(trace, step_model, Scheduler(policy="continuous", max_num_seqs=256))
     summarize(res.records, slo=...)
 
@@ -46,8 +46,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from llmbench.errors import BadInput
-from llmbench.serve.metrics import RequestRecords
-from llmbench.serve.trace import Trace
+from llmbench.queueing.metrics import RequestRecords
+from llmbench.queueing.trace import Trace
 
 POLICIES = ("continuous", "chunked", "static")
 ROUTERS = ("round_robin", "least_outstanding")
