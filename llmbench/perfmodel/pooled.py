@@ -19,7 +19,7 @@ from the training rows and the rows served by a vendor's own stack (SERVING_FITS
 
 The model is linearised once about the priors: J[i, k] = d log prediction_i / d log p[h_i, k]
 (finite differences, one prediction per row and parameter), so a fit is a small weighted ridge
-least-squares solve (numpy lstsq), with Huber weights (HUBER, in log error) so a row the model
+least-squares solve (its normal equations), with Huber weights (HUBER, in log error) so a row the model
 cannot represent does not drag the rest. The linearisation depends on no observed value, so
 leaving a source out and refitting is one more solve on the remaining rows: 1 + sources solves in
 all, and the held-out rows are then predicted exactly (the full model) under the refitted parameters (`folds`).
@@ -257,7 +257,10 @@ def _huber(X, y, sig, iters, theta):
     for _ in range(iters):
         A = np.vstack([X * (w / SIGMA_ROW)[:, None], np.diag(1.0 / sig)])
         b = np.concatenate([y * w / SIGMA_ROW, np.zeros(len(sig))])
-        theta = np.linalg.lstsq(A, b, rcond=None)[0]
+        # the ridge rows make A of full column rank: its normal equations are well posed (cond(A) ~ 60
+        # here). Not np.linalg.lstsq: OpenBLAS 0.3.31's threaded SVD (gelsd) fails to converge on
+        # some of these well-conditioned folds ("SVD did not converge"), with one thread it does not
+        theta = np.linalg.solve(A.T @ A, A.T @ b)
         res = np.abs(X @ theta - y)
         w = np.sqrt(np.where(res <= HUBER, 1.0, HUBER / np.maximum(res, 1e-12)))
     return theta
