@@ -389,10 +389,9 @@ def test_nvidia_b200_mlperf_llama2_runs_fp4():
     """NVIDIA's B200 llama2-70b submissions quantise to FP4 (v4.1: Tom's Hardware's report of the
     results; the result files do not say): the v4.1 one-B200 rows state fp4, the v5.0 8x B200 rows
     (Google, the same TensorRT-LLM harness) assume it, and the prediction runs it: the offline rows
-    at least 1.5x their fp8 prediction. With the dataset's 222-token prompts the fp4 offline rows
-    overshoot (+42%, +29%; fp8 would give -17%, -24%): the model's fp4 step at large batch is too
-    fast on B200, as on TensorRT-LLM's own 70B fp4 row (docs/predict.md) -- a missing mechanism,
-    not a reason to run another precision than the source states."""
+    at least 1.3x their fp8 prediction (B200's measured NVFP4 GEMM is 3.04 / 2.23 = 1.36x its FP8
+    one, params.HARDWARE_PRIORS). With Blackwell's measured fp8 gain as its prior the fp4 offline
+    rows come to +10% and -2% held out (they were +42% and +29% on the GPUs' shared gain)."""
     from llmbench.perfmodel import validate as V
 
     assert _published("mlperf41-nv-1xb200-offline")["precision"] == "fp4"
@@ -405,7 +404,7 @@ def test_nvidia_b200_mlperf_llama2_runs_fp4():
             as_fp8 = V.predict_row({**row, "precision": "fp8"})
         finally:
             V.ASSUME[rid] = a
-        assert as_fp4 > 1.5 * as_fp8, (rid, as_fp4, as_fp8)
+        assert as_fp4 > 1.3 * as_fp8, (rid, as_fp4, as_fp8)
 
 
 def test_server_concurrency_solves_littles_law():

@@ -64,6 +64,15 @@ KIND_PRIORS: dict[str, dict[str, float]] = {
 }
 
 
+#: priors of one hardware, measured on it (what is known before fitting, beside its kind's). Blackwell
+#: lowp_gemm: on B200 a Llama-8B-shaped GEMM (M 16384, N 6144, K 4096) with its activation
+#: quantisation runs bf16 at 1.40-1.51, FP8 at 2.23 and NVFP4 at 3.04 PFLOP/s (vllm-project/vllm PRs
+#: #19566 and #20578): FP8 1.47x bf16, 0.47 of the 2x the datasheet ratio gives (step.gemm_peak;
+#: NVFP4 then 1.47^2 = 2.2x, as measured); the GPUs' 0.7 is an H100-era Transformer Engine figure.
+#: GB200 is the same Blackwell GPU at 1,200 W: the ratio taken as B200's
+HARDWARE_PRIORS: dict[str, dict[str, float]] = {"b200": {"lowp_gemm": 0.47}, "gb200-nvl72": {"lowp_gemm": 0.47}}
+
+
 def defaults(kind: str = "gpu") -> dict[str, float]:
     out = {k: v for k, (v, _) in PARAMS.items()}
     out.update(KIND_PRIORS.get(kind, {}))
@@ -174,10 +183,12 @@ def origin_of(path: str | None) -> str:
 
 
 def resolve_params(hw, override: dict | None = None, use_profile: bool = True) -> dict[str, float]:
-    """defaults(kind) <- hw.efficiency (catalog priors) <- profile <- override.
+    """defaults(kind) <- HARDWARE_PRIORS (measured on the hardware) <- hw.efficiency (a user's
+    hardware file) <- profile <- override.
 
     The profile is the first <name>.json of profile_dirs(): a user's calibration, else the shipped one."""
     out = defaults(hw.kind)
+    out.update(HARDWARE_PRIORS.get(hw.name, {}))
     out.update({k: float(v) for k, v in (hw.efficiency or {}).items() if k in PARAMS})
     if use_profile:
         prof = load_profile(hw.name).get("params", {})
