@@ -29,7 +29,7 @@ FLOORS = {
     "results": 3,                                          # the store of every result
     "queueing": 3,                                         # requests over engine steps: traces, simulator, metrics
     "perfmodel": 4, "measure": 4, "streaming": 4,          # the three engines
-    "serve": 4,                                            # serving: traces, metrics, simulator
+    "serve": 4,                                            # serving: deployments, the planner (queueing's simulator on perfmodel's step)
     "report": 5,                                           # draws what results/ holds
     "studies": 6,                                          # every plan: specs, predict, reproduce
     "cli": 7, "_cliutil": 7, "__main__": 7,                # the roof: one CLI front end

@@ -551,11 +551,11 @@ def test_mlperf_llama2_rows_use_the_datasets_mean_prompt():
 
 
 def test_a_decode_step_pays_a_floor_per_decoder_layer(monkeypatch):
-    """Each decoder layer of a step launches small kernels the roofline does not time by their
-    bytes (norms, rotary, the KV-cache write, attention, the activation): ~10 us a layer
-    (engines.toml layer_floor_s), so a step's fixed time grows with depth. gpt-fast's batch-1
-    decode of Llama-2-7B at tp 8 on A100 (the published fixed part, ~2.1 ms a token, does not
-    shrink with tp) comes within 20%; without the floor the model runs it more than 25% fast."""
+    """Each decoder layer of a step launches 10 kernels whose floor the roofline does not time by
+    their bytes (norms, rotary, the KV-cache write, attention, the activation, the GEMMs): ~12 us
+    a layer (engines.toml layer_floor_s), so a step's fixed time grows with depth. gpt-fast's
+    batch-1 decode of Llama-2-7B at tp 8 on A100 (the published fixed part, ~2.1 ms a token, does
+    not shrink with tp) comes within 20%; without the floor the model runs it 10 points faster."""
     from llmbench.hardware import get_hardware
     from llmbench.models import get_model
     from llmbench.perfmodel import serving
@@ -569,10 +569,11 @@ def test_a_decode_step_pays_a_floor_per_decoder_layer(monkeypatch):
         assert sm.overhead_per_step_s == pytest.approx(eng.step_overhead_s + spec.n_layers * eng.layer_floor_s)
     row = _published("gptfast-a100-llama-2-7b-tp8-b1")
     pub = float(row["value"])
-    assert abs(V.predict_row(row) / pub - 1) <= 0.20
+    with_floor = V.predict_row(row) / pub - 1
+    assert abs(with_floor) <= 0.20
     monkeypatch.setattr(serving, "_overhead", lambda e, sh, p: (e.step_overhead_s, 0.0))
     monkeypatch.setattr(V, "_BATCHES", {})  # batches chosen without the floor stay in this test
-    assert V.predict_row(row) / pub - 1 > 0.25
+    assert V.predict_row(row) / pub - 1 > with_floor + 0.10
 
 
 def test_a_decode_step_is_its_kernels_rooflines_one_after_another():
@@ -615,3 +616,16 @@ def test_a_closed_loop_row_is_simulated_with_its_prompts_landing_in_the_decode_s
     assert abs(V.predict_row(row) / pub - 1) <= 0.25
     monkeypatch.setattr(V, "CLOSED_LOOP", {})
     assert V.predict_row(row) / pub - 1 < -0.40
+
+
+def test_a_vllm_bench_closed_loop_row_is_read_over_its_whole_run():
+    """GPUStack's `vllm bench serve --max-concurrency 4` on 100 prompts (ASSUME requests): the
+    output tokens/s of the whole run, the median TPOT; within 25% of the published 496.9 tokens/s
+    and 7.4 ms (Qwen3-8B bf16 on one H100). At their mean lengths the four requests stay in step,
+    so this is the static batch's figure: the rows do not give ShareGPT's spread of lengths."""
+    from llmbench.perfmodel import validate as V
+
+    for rid in ("gpustack-h100-qwen3-8b-vllm-c4-tput", "gpustack-h100-qwen3-8b-vllm-c4-tpot"):
+        row = _published(rid)
+        assert V.closed_loop(row) == "run" and V.ASSUME[rid]["requests"] == 100
+        assert abs(V.predict_row(row) / float(row["value"]) - 1) <= 0.25, rid

@@ -1,7 +1,7 @@
 """Efficiency parameters of the analytical model: defaults per hardware kind, calibrated profiles.
 
     from llmbench.perfmodel.params import resolve_params
-    p = resolve_params(get_hardware("a100-80gb"))   # defaults <- catalog efficiency <- profile
+    p = resolve_params(get_hardware("a100-80gb"))   # kind defaults <- measured priors <- file <- profile
 
 Each parameter is a documented, fitted factor (docs/predict.md, "Parameters"); none is a per-case
 constant. `llmbench calibrate --published` rewrites profiles/<hardware>.json.

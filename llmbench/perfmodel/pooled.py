@@ -60,7 +60,7 @@ BOUNDS = {"compute_max": (0.05, 1.0), "compute_half_dim": (1.0, 1e5), "memory": 
 #: kernel count and a measured time per kernel (engines.toml). Fitted with sigma 1 it went to 56 us
 #: (trtllm) and 25 us (gptfast) a layer, and the held-out median went 14.3% -> 14.7%, in-sample
 #: 11.3% -> 12.1% (a cost that adds to the step is far from linear in its log at 5x its prior);
-#: fixed at its prior: 13.8% / 11.0% (docs/predict.md "A floor per layer")
+#: fixed at its prior (then 10 us): 13.8% / 11.0% (docs/predict.md "A floor per layer")
 ENGINE_SIGMA = {"bandwidth_fraction": 0.3, "step_overhead_s": 1.0, "prefill_efficiency": 0.3, "request_overhead_s": 1.0}
 ENGINE_BOUNDS = {"bandwidth_fraction": (0.05, 1.0), "step_overhead_s": (1e-6, 0.1), "prefill_efficiency": (0.05, 1.3),
                  "request_overhead_s": (1e-6, 1.0)}

@@ -317,7 +317,9 @@ class StepParts:
     overhead_s: Any
     time_s: Any
     bound: Any
-    """'memory' where the bytes term wins, else 'compute'; 'network' where the collectives and
+    """'memory' where the kernels whose bytes set their time (the GEMMs when their weights outlast
+    their FLOPs, attention when its KV cache does, the elementwise ones) take the larger share of
+    the busy time, else 'compute'; 'network' where the collectives and
     pipeline hops take longer than both, 'latency' where the fixed per-step time (launches, the
     engine's scheduling, a wafer's per-layer fabric latency) takes longer than everything else"""
     attention_compute_s: Any = None
@@ -421,8 +423,13 @@ class StepModel:
         core = xp.maximum(attn_c, attn_m) + other
         busy = xp.maximum(core, comm) if self.comm_overlapped else core + comm
         t = xp.where(M > 0, busy + over, 0.0)
+        if self.gemm_times is None:  # memory-bound: the kernels whose bytes set their time take the larger share
+            mem_busy = xp.where(weights_m >= gemm_c, weights_m, 0.0) + xp.where(attn_m >= attn_c, attn_m, 0.0) + act_m
+            memory_bound = mem_busy >= core - mem_busy
+        else:
+            memory_bound = mem >= comp
         bound = xp.where(over > xp.maximum(core, comm), "latency",
-                         xp.where(comm > core, "network", xp.where(mem >= comp, "memory", "compute")))
+                         xp.where(comm > core, "network", xp.where(memory_bound, "memory", "compute")))
         if not is_scalar(xp):
             bound = xp.asarray(bound)
         return StepParts(compute_s=comp, memory_s=mem, comm_s=comm, overhead_s=over, time_s=t, bound=bound,
