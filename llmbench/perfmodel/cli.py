@@ -200,7 +200,8 @@ def add_engine_options(p) -> None:
     from llmbench.footprint import KV_PRECISIONS
 
     p.add_argument("--engine", default=None,
-                   help="serving engine: trtllm, vllm (on AMD GPUs: vllm-rocm, its ROCm build), sglang, tgi, "
+                   help="serving engine: trtllm, vllm (on AMD GPUs: vllm-rocm, AMD's ROCm build; "
+                        "vllm-rocm-upstream, one built from the repository), sglang, tgi, "
                         "jetstream, gptfast, native, ideal "
                         "(default: TensorRT-LLM on NVIDIA, vLLM on AMD, JetStream on TPU, the vendor's own "
                         "stack ('native') elsewhere; docs/predict.md 'Serving')")

@@ -131,7 +131,8 @@ class Engine:
 #: (ROCm/rccl issue #1562, all_reduce_perf -g 8, RCCL 2.20.5): half of ~50 us per hop, as
 #: collective_latency_s counts two
 RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
-            "vllm-rocm": (((0, 8, 3), {"collective_latency_s": 25e-6}),)}
+            "vllm-rocm": (((0, 8, 3), {"collective_latency_s": 25e-6}),),
+            "vllm-rocm-upstream": (((0, 8, 3), {"collective_latency_s": 25e-6}),)}
 
 
 def release(eng: Engine, version: str | None) -> Engine:
@@ -653,12 +654,12 @@ def step_model(spec, hw, w, engine=None, params: dict | None = None, kv_precisio
 
 def check_runs_on(name: str, hw) -> None:
     """BadInput for an engine asked for on hardware it does not run on: TensorRT-LLM on NVIDIA GPUs
-    only, vLLM's ROCm build on AMD GPUs only, JetStream on TPUs only; wafers, RDUs and IPUs serve
+    only, vLLM's ROCm builds on AMD GPUs only, JetStream on TPUs only; wafers, RDUs and IPUs serve
     with their vendor's own stack ('native'; 'ideal' is a bound that runs anywhere)."""
     own = hw.kind in ("wafer", "rdu", "ipu")
     wrong = (own and name not in ("native", "ideal")
              or name == "trtllm" and not (hw.kind == "gpu" and hw.vendor == "NVIDIA")
-             or name == "vllm-rocm" and not (hw.kind == "gpu" and hw.vendor == "AMD")
+             or name.startswith("vllm-rocm") and not (hw.kind == "gpu" and hw.vendor == "AMD")
              or name == "jetstream" and hw.kind != "tpu")
     if wrong:
         where = f"{hw.name} serves with its vendor's own stack: --engine native" if own else \

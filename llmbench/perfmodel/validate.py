@@ -233,11 +233,15 @@ ENGINE_OF = {"nim": "trtllm",  # NVIDIA NIM runs Llama on its TensorRT-LLM backe
 
 def row_engine(row: dict, hw) -> str:
     """The engine a serving row ran on (its `engine` column through ENGINE_OF, as built for the
-    row's hardware: serving.build_for), else the hardware's default engine (default_engine_name)."""
+    row's hardware: serving.build_for; vLLM on AMD GPUs built from the upstream repository, as
+    its engine_version says, is vllm-rocm-upstream), else the hardware's default engine
+    (default_engine_name)."""
     from .serving import build_for, default_engine_name, engine_names
 
     name = (row.get("engine") or "").strip().lower()
     name = build_for(ENGINE_OF.get(name, name), hw)
+    if name == "vllm-rocm" and "upstream" in (row.get("engine_version") or ""):
+        name = "vllm-rocm-upstream"  # built from the repository, not AMD's Docker image (engines.toml)
     return name if name in engine_names() else default_engine_name(hw)
 
 

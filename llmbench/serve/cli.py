@@ -66,7 +66,8 @@ def add_deployment_options(p, hardware_required: bool) -> None:
     g.add_argument("--pp", type=int_in(1, 1024, "pp"), help="pipeline stages of a replica (default 1; wafers: as needed)")
     g.add_argument("--precision", default=None, help="weights' precision (default: the hardware's)")
     g.add_argument("--engine", default=None,
-                   help="serving engine: trtllm, vllm (on AMD GPUs: vllm-rocm, its ROCm build), sglang, tgi, "
+                   help="serving engine: trtllm, vllm (on AMD GPUs: vllm-rocm, AMD's ROCm build; "
+                        "vllm-rocm-upstream, one built from the repository), sglang, tgi, "
                         "jetstream, gptfast, native, ideal (default: the hardware family's; docs/predict.md 'Serving')")
     g.add_argument("--kv-precision", default=None, help="KV-cache precision (default: the engine's rule)")
     g.add_argument("--policy", choices=POLICIES, default=None,
