@@ -634,10 +634,10 @@ def test_a_vllm_bench_closed_loop_row_is_read_over_its_whole_run():
 def test_vllm_built_from_the_repository_is_an_engine_apart_from_amds_docker_build():
     """AMD's ROCm vLLM Docker image adds GEMM tuning files and AMD's custom kernels (ROCm docs);
     LLM-Inference-Bench built upstream v0.6.1 from its Dockerfile.rocm. A row whose engine_version
-    says upstream runs `vllm-rocm-upstream`, every other vLLM row on an AMD GPU `vllm-rocm`, each
-    fitted on its own rows. AMD's own 0.8.5 batch-1 latency of Llama 3.1 70B on 8 MI300X (15.85 s
-    for 2,048 tokens) comes within 25% held out; fitted together with the upstream build's rows
-    it was +125%."""
+    says upstream runs `vllm-rocm-upstream`, every other vLLM row on an AMD GPU `vllm-rocm`; the
+    upstream build's rows see AMD's build's fit and fit their difference from it. AMD's own 0.8.5
+    batch-1 latency of Llama 3.1 70B on 8 MI300X (15.85 s for 2,048 tokens) comes within 25% held
+    out; fitted together with the upstream build's rows it was +125%."""
     import json
 
     from llmbench.hardware import get_hardware
@@ -652,3 +652,10 @@ def test_vllm_built_from_the_repository_is_an_engine_apart_from_amds_docker_buil
         check_runs_on("vllm-rocm-upstream", get_hardware("h100-sxm"))
     rows = {r["id"]: r for r in json.loads(json.dumps(V.run()["rows"]))}
     assert abs(rows["amdperf-mi300x-70b-tp8-b1-latency"]["loso_error"]) <= 0.25
+    # the upstream build is vllm-rocm's child (engines.toml parent): its rows see AMD's build's fit
+    # and fit only their difference, so with its one source left out it runs at AMD's build's fit
+    _, _, fitted, folds = V.pooled_fit()
+    fold = folds[_published("llminfbench-mi300x-vllm-llama-3-8b-x1-b1-128-128")["source"]]
+    for k, v in fold["engine:vllm-rocm"].items():
+        assert fold["engine:vllm-rocm-upstream"][k] == pytest.approx(v, rel=1e-9), k
+    assert fitted["engine:vllm-rocm-upstream"]["bandwidth_fraction"] < fitted["engine:vllm-rocm"]["bandwidth_fraction"]

@@ -212,10 +212,22 @@ def design(lin: Linear, seen: bool = False):
             for key in ((kd, k), (h, k)) if e and not seen else (("all", k), (kd, k), (h, k)):
                 X[i, index[key]] = lin.J[i, j]
     for i, e in enumerate(lin.engines):
+        parent = _parent(e) if seen else None
         for j, k in enumerate(ENGINE_SIGMA):
             if e and ("engine", e, k) in index:
                 X[i, index[("engine", e, k)]] = lin.Je[i, j]
+            if parent and ("engine", parent, k) in index:  # a build sees its parent's fit, never moves it
+                X[i, index[("engine", parent, k)]] = lin.Je[i, j]
     return X, index, sig
+
+
+def _parent(e: str) -> str | None:
+    """The engine `e` is a build of (serving.Engine.parent), or None."""
+    if not e:
+        return None
+    from .serving import engine
+
+    return engine(e, fitted=False).parent
 
 
 def fits_hardware(lin: Linear, i: int) -> bool:
@@ -278,8 +290,10 @@ def _params(lin: Linear, hws, index, theta) -> dict:
             p[k] = float(min(max(lin.priors[h][k] * math.exp(d), lo), hi))
         out[h] = p
     for e, prior in lin.engine_priors.items():
-        out[f"engine:{e}"] = {k: float(min(max(v * math.exp(theta[index[("engine", e, k)]]), ENGINE_BOUNDS[k][0]),
-                                           ENGINE_BOUNDS[k][1])) for k, v in prior.items()}
+        par = _parent(e)
+        out[f"engine:{e}"] = {k: float(min(max(v * math.exp(theta[index[("engine", e, k)]] + (
+            theta[index[("engine", par, k)]] if ("engine", par, k) in index else 0.0)), ENGINE_BOUNDS[k][0]),
+            ENGINE_BOUNDS[k][1])) for k, v in prior.items()}
     return out
 
 

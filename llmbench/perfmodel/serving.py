@@ -110,6 +110,10 @@ class Engine:
     collective_latency_s: float | None = None
     """latency of one tensor-parallel all-reduce hop (None: the interconnect's): a custom one-shot
     all-reduce (TensorRT-LLM, vLLM) against NCCL's"""
+    parent: str | None = None
+    """an engine this one is a build of (engines.toml): in the pooled fit its rows see the parent's
+    fitted efficiencies and fit only their own difference from them (pooled.design), so with no
+    row of its own it runs at its parent's fit"""
     gqa_decode_kernel: bool = True
     """decode attention reads each KV head once for its group of query heads; False: once per
     query head (an engine release without a grouped-query generation kernel: RELEASES)"""
