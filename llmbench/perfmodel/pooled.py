@@ -222,12 +222,9 @@ def design(lin: Linear, seen: bool = False):
 
 
 def _parent(e: str) -> str | None:
-    """The engine `e` is a build of (serving.Engine.parent), or None."""
-    if not e:
-        return None
-    from .serving import engine
+    from .serving import parent_of
 
-    return engine(e, fitted=False).parent
+    return parent_of(e)
 
 
 def fits_hardware(lin: Linear, i: int) -> bool:

@@ -135,8 +135,7 @@ class Engine:
 #: (ROCm/rccl issue #1562, all_reduce_perf -g 8, RCCL 2.20.5): half of ~50 us per hop, as
 #: collective_latency_s counts two
 RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
-            "vllm-rocm": (((0, 8, 3), {"collective_latency_s": 25e-6}),),
-            "vllm-rocm-upstream": (((0, 8, 3), {"collective_latency_s": 25e-6}),)}
+            "vllm-rocm": (((0, 8, 3), {"collective_latency_s": 25e-6}),)}
 
 
 def release(eng: Engine, version: str | None) -> Engine:
@@ -147,7 +146,7 @@ def release(eng: Engine, version: str | None) -> Engine:
         return eng
     v = tuple(int(x or 0) for x in m.groups())
     changes = {}
-    for first, fields in RELEASES.get(eng.name, ()):
+    for first, fields in RELEASES.get(eng.name, RELEASES.get(eng.parent, ())):  # a build: its parent's
         if v < first:
             changes.update(fields)
     return replace(eng, **changes) if changes else eng
@@ -175,7 +174,17 @@ def _load_engines(fit_path: str | None) -> dict[str, Engine]:
     with open(ENGINES_FILE, "rb") as f:
         data = tomllib.load(f)
     fit = read_engine_fit(fit_path)["engines"] if fit_path else {}
-    return {name: _engine(name, body, fit.get(name, {}).get("params", {})) for name, body in data.items()}
+    return {name: _engine(name, _inherited(data, name), fit.get(name, {}).get("params", {})) for name in data}
+
+
+def _inherited(data: dict, name: str) -> dict:
+    """Engine `name`'s table over its parent's (Engine.parent; sources likewise): a build of an
+    engine states only what differs."""
+    body = data[name]
+    if "parent" not in body:
+        return body
+    base = _inherited(data, body["parent"])
+    return {**base, **body, "sources": {**base.get("sources", {}), **body.get("sources", {})}}
 
 
 def engine_fit_path() -> str | None:
@@ -656,6 +665,12 @@ def step_model(spec, hw, w, engine=None, params: dict | None = None, kv_precisio
                             mode=mode, eng=eng, kv_precision=kv_precision, params=params)
 
 
+def parent_of(name: str) -> str | None:
+    """The engine `name` is a build of (Engine.parent), or None (also for an unknown name)."""
+    eng = load_engines(fitted=False).get(name) if name else None
+    return eng.parent if eng is not None else None
+
+
 def check_runs_on(name: str, hw) -> None:
     """BadInput for an engine asked for on hardware it does not run on: TensorRT-LLM on NVIDIA GPUs
     only, vLLM's ROCm builds on AMD GPUs only, JetStream on TPUs only; wafers, RDUs and IPUs serve
@@ -663,7 +678,7 @@ def check_runs_on(name: str, hw) -> None:
     own = hw.kind in ("wafer", "rdu", "ipu")
     wrong = (own and name not in ("native", "ideal")
              or name == "trtllm" and not (hw.kind == "gpu" and hw.vendor == "NVIDIA")
-             or name.startswith("vllm-rocm") and not (hw.kind == "gpu" and hw.vendor == "AMD")
+             or "vllm-rocm" in (name, parent_of(name)) and not (hw.kind == "gpu" and hw.vendor == "AMD")
              or name == "jetstream" and hw.kind != "tpu")
     if wrong:
         where = f"{hw.name} serves with its vendor's own stack: --engine native" if own else \

@@ -417,8 +417,9 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     w = serving_workload(w, row)
     if ASSUME.get(row["id"], {}).get("beams", 1) > 1:
         return _beam_metric(w, row, params, eng, ver, kv)
-    if closed_loop(row) and int(row["concurrency"]) > 1:
-        return _closed_loop_metric(w, row, params, infer(w), eng, ver, kv)
+    how = closed_loop(row)
+    if how and int(row["concurrency"]) > 1:
+        return _closed_loop_metric(w, row, params, infer(w), eng, ver, kv, how)
     if metric == "devices_needed":
         return float(infer(w).devices)
     open_batch = not row.get("batch") and "batch" not in ASSUME.get(row["id"], {})
@@ -448,12 +449,12 @@ def closed_loop(row: dict) -> str | None:
     return next((how for src, how in CLOSED_LOOP.items() if row["source"].startswith(src)), None)
 
 
-def _closed_loop_metric(w: Workload, row: dict, params, r, eng: str, ver, kv) -> float:
+def _closed_loop_metric(w: Workload, row: dict, params, r, eng: str, ver, kv, how: str) -> float:
     """A closed-loop row (CLOSED_LOOP): `concurrency` requests of the row's lengths kept in flight
     on the layout predict_infer chose for them (`r`), simulated step by step (queueing.sim) on the
     engine's scheduler; the row's metric as its client takes it (mean or median, as metric_kind says)."""
     from llmbench.queueing import trace as tr
-    from llmbench.queueing.sim import Scheduler, simulate
+    from llmbench.queueing.sim import engine_scheduler, simulate
 
     from .serving import step_model
 
@@ -462,15 +463,12 @@ def _closed_loop_metric(w: Workload, row: dict, params, r, eng: str, ver, kv) ->
     e = row_engine_params(eng, params, ver)
     sm = step_model(row_spec(r.workload), h, r.workload, engine=e,
                     params=params.get(h.name) if params else None, kv_precision=kv)
-    how = closed_loop(row)
     n = int(ASSUME.get(row["id"], {}).get("requests", CLOSED_LOOP_REQUESTS * c))
     trace = tr.synthetic(n, rate_per_s=math.inf, prompt=tr.parse_length(str(w.seq_len)),
                          output=tr.parse_length(str(w.gen_len)), seed=0)
-    chunk = e.chunked_prefill_tokens  # the engine's chunk budget, else the Scheduler's default budget
     # max_num_seqs = c: the client never has more in flight, so the engine's own cap is not reached
-    sched = Scheduler(policy="chunked" if chunk else "continuous", max_num_seqs=c, block_tokens=e.block_tokens,
-                      replicas=max(1, r.workload.devices // (sm.tp * sm.pp)), max_concurrency=c,
-                      **({"max_batched_tokens": chunk} if chunk else {}))
+    sched = engine_scheduler(e, max_num_seqs=c, max_concurrency=c,
+                             replicas=max(1, r.workload.devices // (sm.tp * sm.pp)))
     rec = simulate(trace, sm, sched).records
     if not rec.completed().all():
         raise BadInput(f"{row['id']}: {int((~rec.completed()).sum())} of {n} requests do not fit the KV cache")

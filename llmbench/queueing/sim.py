@@ -85,6 +85,18 @@ class Scheduler:
             raise BadInput(f"--max-concurrency must be an integer >= 1, got {self.max_concurrency}")
 
 
+def engine_scheduler(engine, **given) -> Scheduler:
+    """The scheduler a serving engine runs by default, under the knobs `given` (None: the default):
+    chunked prefill at the engine's chunk budget where it chunks, else whole prompts at the
+    Scheduler's budget, in the engine's paged blocks. `engine` has chunked_prefill_tokens and
+    block_tokens (perfmodel's serving.Engine)."""
+    chunk = engine.chunked_prefill_tokens
+    knobs = {"policy": "chunked" if chunk else "continuous", "block_tokens": engine.block_tokens,
+             **({"max_batched_tokens": chunk} if chunk else {})}
+    knobs.update({k: v for k, v in given.items() if v is not None})
+    return Scheduler(**knobs)
+
+
 @dataclass(frozen=True)
 class SimResult:
     """What the simulator saw: per-request records and the engines' figures."""

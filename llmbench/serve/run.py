@@ -15,7 +15,7 @@ from llmbench.perfmodel.plan import check_serving_tp, serving_tp_ok
 from llmbench.queueing import trace as tr
 from llmbench.serve.config import Deployment, Load
 from llmbench.queueing.metrics import Slo, summarize
-from llmbench.queueing.sim import Scheduler, SimResult, simulate
+from llmbench.queueing.sim import Scheduler, SimResult, engine_scheduler, simulate
 
 #: tp tried for a replica when none is given (within a node, dividing the heads)
 TPS = (1, 2, 4, 8, 16)
@@ -129,9 +129,6 @@ def check_budget(d: Deployment, sched: Scheduler, trace: tr.Trace) -> None:
 
 def scheduler(d: Deployment, sm, load: Load) -> Scheduler:
     """The engine's scheduler defaults under the user's overrides."""
-    eng = sm.engine
-    chunk = eng.chunked_prefill_tokens
-    policy = d.policy or ("chunked" if chunk else "continuous")
     per = sm.tp * sm.pp
     if d.devices and d.replicas is None:
         replicas = d.devices // per
@@ -139,10 +136,9 @@ def scheduler(d: Deployment, sm, load: Load) -> Scheduler:
             raise BadInput(f"--devices {d.devices} is not a multiple of tp x pp = {per}")
     else:
         replicas = d.replicas or 1
-    return Scheduler(policy=policy, max_num_seqs=d.max_num_seqs,
-                     max_batched_tokens=d.max_batched_tokens or chunk or 8192,
-                     block_tokens=eng.block_tokens, replicas=replicas, router=d.router,
-                     max_concurrency=load.max_concurrency)
+    return engine_scheduler(sm.engine, policy=d.policy or None, max_num_seqs=d.max_num_seqs,
+                            max_batched_tokens=d.max_batched_tokens or None, replicas=replicas, router=d.router,
+                            max_concurrency=load.max_concurrency)
 
 
 def run(d: Deployment, load: Load, slo: Slo | None = None, trace: tr.Trace | None = None) -> dict:
