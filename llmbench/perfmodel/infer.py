@@ -243,7 +243,8 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     sm = serving.build_step_model(s.spec, s.hw, precision=s.precision, tp=tp, pp=pp, mode=s.mode, eng=s.engine,
                                   kv_precision=s.kv_precision, params=p)
     T, g = w.seq_len, w.gen_len
-    conc = b if s.encoder else max(min(b, sm.seqs_that_fit(T + g)), 0)
+    cap = s.engine.max_num_seqs or b  # the engine release's own cap on sequences at once (Engine.max_num_seqs)
+    conc = min(b, cap) if s.encoder else max(min(b, cap, sm.seqs_that_fit(T + g)), 0)
     run = max(conc, 1)
     ttft = prefill_s(sm, run, T, causal=not s.encoder)
     if s.encoder or g == 0:
@@ -266,7 +267,8 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     if sm.weights_ddr_bytes_per_device:
         tiers["ddr"] = sm.weights_ddr_bytes_per_device
     note = "" if conc >= b else (
-        f"batch {w.batch} does not fit: {s.engine.name}'s KV cache holds {sm.kv_capacity_tokens:,} tokens per "
+        f"batch {w.batch} exceeds {s.engine.name}'s {cap} sequences at once per replica; the rest queue" if conc == cap
+        else f"batch {w.batch} does not fit: {s.engine.name}'s KV cache holds {sm.kv_capacity_tokens:,} tokens per "
         f"replica, {dp * conc} requests of {T + g} tokens at once; the rest queue")
     return InferPrediction(
         workload=w, time_to_first_token_s=ttft + fixed,

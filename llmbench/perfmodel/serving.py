@@ -117,6 +117,9 @@ class Engine:
     gqa_decode_kernel: bool = True
     """decode attention reads each KV head once for its group of query heads; False: once per
     query head (an engine release without a grouped-query generation kernel: RELEASES)"""
+    max_num_seqs: int | None = None
+    """sequences a replica runs at once by default, beyond which requests queue (an engine
+    release's cap: RELEASES); None: no cap of the engine's own, the KV cache (or the client) binds"""
     sources: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
@@ -129,25 +132,34 @@ class Engine:
 #: provides 2.4x more Llama-70B throughput within the same latency budget": "will be included in
 #: the v0.8 releases"; Llama-70B, 1 H200, 128/2048: 1,227 tok/s/GPU without XQA, 2,941 with): before
 #: it, each query head's decode attention read its KV head on its own
-#: vLLM on ROCm kept its custom all-reduce off before v0.8.3 ("Disabled the custom all-reduce kernel
-#: because it is not supported on AMD GPUs", vllm-project/vllm PR #16010, 2025-04-03, enabling it on
-#: gfx94): every TP all-reduce went through RCCL, 46-55 us for 8 B-64 KB on 8 MI300X
+#: vLLM built upstream for ROCm kept its custom all-reduce off before v0.8.3 ("Disabled the custom
+#: all-reduce kernel because it is not supported on AMD GPUs", vllm-project/vllm PR #16010,
+#: 2025-04-03, enabling it on gfx94; AMD's own build had one: engines.toml vllm-rocm): every TP
+#: all-reduce went through RCCL, 46-55 us for 8 B-64 KB on 8 MI300X
 #: (ROCm/rccl issue #1562, all_reduce_perf -g 8, RCCL 2.20.5): half of ~50 us per hop, as
-#: collective_latency_s counts two
+#: collective_latency_s counts two.
+#: vLLM's V0 engine, the default before 0.8.0 made V1 the default, ran at most 256 sequences a step
+#: unless told otherwise (EngineArgs max_num_seqs default 256); V1 sets it by the device (1,024 on
+#: >= 70 GiB GPUs other than the A100, 256 below: vllm/engine/arg_utils.py get_batch_defaults),
+#: where the KV cache of a large model binds first: not modelled. AMD's builds run the same scheduler
+_VLLM_V0 = ((0, 8, 0), {"max_num_seqs": 256})
 RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
-            "vllm-rocm": (((0, 8, 3), {"collective_latency_s": 25e-6}),)}
+            "vllm": (_VLLM_V0,),
+            "vllm-rocm": (_VLLM_V0,),
+            "vllm-rocm-upstream": (((0, 8, 3), {"collective_latency_s": 25e-6}), _VLLM_V0)}
 
 
 def release(eng: Engine, version: str | None) -> Engine:
-    """`eng` as its release `version` ran (RELEASES); a version that does not start with a release
+    """`eng` as its release `version` ran (RELEASES); '<X.Y' is a release before X.Y (a row whose
+    source names none but whose date bounds it); a version that does not start with a release
     number ('not stated', '') is taken as the current release."""
-    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip())
+    m = re.match(r"(<)?\s*v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip())
     if m is None:
         return eng
-    v = tuple(int(x or 0) for x in m.groups())
+    before, v = m.group(1), tuple(int(x or 0) for x in m.groups()[1:])
     changes = {}
     for first, fields in RELEASES.get(eng.name, RELEASES.get(eng.parent, ())):  # a build: its parent's
-        if v < first:
+        if v < first or (before and v <= first):
             changes.update(fields)
     return replace(eng, **changes) if changes else eng
 

@@ -66,6 +66,11 @@ ASSUME: dict[str, dict] = {
            "note": "the recipe's MaxText remat policy 'custom' offloads the decoder-layer inputs to the host "
                    "and recomputes the rest: full recompute with the saved layer inputs offloaded"}
        for k in ("tpurecipes-v6e-llama31-70b", "tpurecipes-v6e-llama31-405b")},
+    **{f"oci-mi300x-405b-{k}": {"tp": 8, "note": "one vLLM instance over the node's 8 GPUs ('a single instance "
+                                "... All eight GPUs were assigned for serving'): one replica, split by tensor "
+                                "parallelism, vLLM's way of spreading an instance over a node's GPUs (the post "
+                                "names no parallelism)"}
+       for k in ("b1", "b8", "b32", "b128", "b256", "b1-latency", "tput-128-128", "tput-128-2048")},
     "cerebras-infer-8b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
     "cerebras-infer-70b-wafers": {"prompt_len": 128, "gen_len": 512, "note": "bf16 weights + KV of one 640-token request"},
     "cerebras-infer-70b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
@@ -466,8 +471,8 @@ def _closed_loop_metric(w: Workload, row: dict, params, r, eng: str, ver, kv, ho
     n = int(ASSUME.get(row["id"], {}).get("requests", CLOSED_LOOP_REQUESTS * c))
     trace = tr.synthetic(n, rate_per_s=math.inf, prompt=tr.parse_length(str(w.seq_len)),
                          output=tr.parse_length(str(w.gen_len)), seed=0)
-    # max_num_seqs = c: the client never has more in flight, so the engine's own cap is not reached
-    sched = engine_scheduler(e, max_num_seqs=c, max_concurrency=c,
+    # the client never has more than c in flight: the engine runs them all unless its release caps it lower
+    sched = engine_scheduler(e, max_num_seqs=min(c, e.max_num_seqs or c), max_concurrency=c,
                              replicas=max(1, r.workload.devices // (sm.tp * sm.pp)))
     rec = simulate(trace, sm, sched).records
     if not rec.completed().all():
