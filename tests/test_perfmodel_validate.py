@@ -689,3 +689,17 @@ def test_vllm_before_v1_runs_at_most_256_sequences_a_step():
     pub = float(row["value"])
     assert abs(V.predict_row(row) / pub - 1) <= 0.25
     assert V.predict_row({**row, "engine_version": "not stated"}) / pub - 1 > 0.25
+
+
+def test_a_thousand_requests_sent_at_once_are_one_closed_loop_run():
+    """GPUStack's DeepSeek-R1 rows ran `vllm bench serve --num-prompts 1000` with no rate and no
+    --max-concurrency: all 1,000 requests in flight at once (the page prints 'Peak concurrent
+    requests: 1000'), output tokens over the whole run. They are simulated as that closed loop
+    (CLOSED_LOOP "run": every prompt's prefill and the drain counted), not as the engine's best
+    static batch, which gives more tokens/s."""
+    from llmbench.perfmodel import validate as V
+
+    row = _published("gpustack-8xh200-deepseek-r1-sglang-sharegpt")
+    assert V.closed_loop(row) == "run" and int(row["concurrency"]) == 1000
+    assert V.ASSUME[row["id"]]["requests"] == 1000
+    assert V.predict_row(row) < 0.9 * V.predict_row({**row, "concurrency": ""})

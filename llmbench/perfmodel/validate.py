@@ -110,6 +110,11 @@ ASSUME: dict[str, dict] = {
     **{f"gpustack-h100-qwen3-8b-{e}-c4-{m}": {"requests": 100, "note": "vllm bench serve, 100 prompts at max "
                                                 "concurrency 4 (the page's command), simulated as that closed loop"}
        for e in ("vllm", "sglang", "trtllm", "sglang-fp8") for m in ("tput", "tpot", "ttft")},
+    **{f"gpustack-8xh200-deepseek-r1-{e}-sharegpt": {
+        "requests": 1000, "note": "vllm bench serve, 1,000 prompts sent at once (no request rate, no "
+                                  "--max-concurrency: 1,000 in flight at the peak, as the page prints), simulated "
+                                  "as that closed loop at the prompts' and outputs' means"}
+       for e in ("vllm", "sglang", "trtllm", "sglang-dpattn")},
     **{k: {"prompt_len": 1024, "gen_len": 128, "beams": 4, "batch": 32, "tp": 4, "batch_wait_s": 4.0,
            "note": "MLPerf GPT-J (CNN/DailyMail): prompts up to 1,919 tokens, 1,024 assumed; 128 generated tokens "
                    "(the cap) with 4 beams sharing their prompt's KV cache; Saxml static batches of 32 requests "
