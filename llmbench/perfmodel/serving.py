@@ -150,9 +150,9 @@ RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
 
 
 def release(eng: Engine, version: str | None) -> Engine:
-    """`eng` as its release `version` ran (RELEASES); '<X.Y' is a release before X.Y (a row whose
-    source names none but whose date bounds it); a version that does not start with a release
-    number ('not stated', '') is taken as the current release."""
+    """`eng` as its release `version` ran (RELEASES); '<X.Y' is the last release before X.Y (a row
+    whose source names none but whose date bounds it: it lacks what X.Y brought); a version that
+    does not start with a release number ('not stated', '') is taken as the current release."""
     m = re.match(r"(<)?\s*v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip())
     if m is None:
         return eng
