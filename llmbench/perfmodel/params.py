@@ -23,7 +23,10 @@ PARAMS: dict[str, tuple[float, str]] = {
     "network": (0.70, "fraction of the link bandwidth reached by collectives"),
     "overlap": (0.80, "fraction of the last micro-batch's backward that hides the gradient all-reduce"),
     "stream": (0.80, "fraction of the weight-streaming link reached (MemoryX -> device)"),
-    "sparse": (0.50, "share of the zero-weight work really saved: dense-layer time x (1 - sparse * s)"),
+    "sparse": (1.0, "share of the zero-weight work really saved: dense-layer time x (1 - sparse * s); "
+                    "prior: all of it on hardware that skips zero weights (Cerebras docs, 'Sparsity': 'For "
+                    "all zero weights, no computation or memory is required during training or inference'; "
+                    "the masked weights 'will not be involved in computation')"),
     "layer_overhead_s": (0.0, "fixed time per layer pass (launch, pipeline fill on a wafer)"),
     "step_overhead_s": (0.0, "fixed time per optimizer step (host, data loader, launch)"),
     "infer_overhead_s": (0.0, "fixed time per inference request (host I/O)"),

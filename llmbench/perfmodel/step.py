@@ -162,9 +162,11 @@ def stream_shares_device_memory(hw) -> bool:
 def sparse_factors(hw, sparsity, p, peak, precision, xp):
     """(time factor of dense-layer GEMMs, byte factor of dense-layer weights)."""
     s = xp.asarray(sparsity, dtype=float)
-    if hw.skips_zero_weights:  # dataflow cores skip zero weights; they are never streamed either
-        f = 1.0 - p["sparse"] * s
-        return f, f
+    if hw.skips_zero_weights:  # dataflow cores skip zero weights; they are never stored or streamed
+        # the time saved is the fitted share `sparse` of the zero-weight work; the bytes are the
+        # non-zero weights' ("for all zero weights, no computation or memory is required": Cerebras
+        # docs, 'Sparsity'), whatever share of their time the cores save
+        return 1.0 - p["sparse"] * s, 1.0 - s
     sp = hw.peak_flops_sparse.get("bf16" if precision == "cbf16" else precision)
     if hw.structured_sparsity and sp:  # 2:4 at the datasheet's sparse rate, only at s >= 0.5
         return xp.where(s >= 0.5, peak / sp, 1.0), xp.where(s >= 0.5, 0.5 + 1 / 16, 1.0)
