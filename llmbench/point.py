@@ -104,7 +104,8 @@ METRICS = {
     # serving (perfmodel/serving.py)
     "engine": ("", "serving engine whose efficiencies and KV-cache rules were used (trtllm, vllm, ...)"),
     "kv_precision": ("", "precision of the KV cache"),
-    "concurrency": ("requests", "requests held at once over all replicas (the batch, or the most that fit)"),
+    "concurrency": ("requests", "requests held at once over all replicas (the batch, or the most that fit "
+                                "and the engine runs at once)"),
     "kv_capacity_tokens": ("tokens", "KV-cache tokens one replica holds (engine memory fraction, paged blocks)"),
     "note": ("", "what a prediction changed from the request (e.g. a concurrency that fits), else empty"),
     # memory, per device

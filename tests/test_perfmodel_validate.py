@@ -674,15 +674,27 @@ def test_vllm_before_v1_runs_at_most_256_sequences_a_step():
     from llmbench.perfmodel import validate as V
     from llmbench.perfmodel.serving import engine, release
 
-    for name in ("vllm", "vllm-rocm", "vllm-rocm-upstream"):
+    from llmbench.queueing.sim import engine_scheduler
+
+    # V1 the default from 0.8.0 on CUDA, from 0.9.1 on ROCm (opt-in and experimental through 0.9.0)
+    for name, v1 in (("vllm", "0.8.0"), ("vllm-rocm", "0.9.1"), ("vllm-rocm-upstream", "0.9.1")):
         eng = engine(name)
         assert eng.max_num_seqs is None  # V1: the KV cache (or the client) binds first
-        for v in ("0.6.1", "v0.7.3", "<0.8", "<0.8 (V0: the post predates the V1 engine)"):
+        for v in ("0.6.1", "v0.7.3", "V0.7.3", "<0.8", "<0.8 (V0: the post predates the V1 engine)",
+                  f"{v1}rc1", f"<{v1}"):
             assert release(eng, v).max_num_seqs == 256, (name, v)
-        for v in ("0.8.0", "v0.11.0", "not stated", None):
+        for v in (v1, "v0.11.0", "not stated", None):
             assert release(eng, v).max_num_seqs is None, (name, v)
-    assert release(engine("vllm-rocm-upstream"), "<0.8").collective_latency_s == pytest.approx(25e-6)  # < 0.8.3
+        assert release(eng, "0.6.1; max_num_seqs=3200").max_num_seqs == 3200  # a cap the run set
+        assert release(eng, "not stated; max_num_seqs=64").max_num_seqs == 64
+    assert release(engine("vllm-rocm"), "0.8.5").max_num_seqs == 256
+    up = engine("vllm-rocm-upstream")
+    assert release(up, "<0.8.3").collective_latency_s == pytest.approx(25e-6)  # before 0.8.3: RCCL
+    assert release(up, "0.8.3rc1").collective_latency_s == pytest.approx(25e-6)
+    assert release(up, "0.8.3").collective_latency_s < 1e-5
     assert release(engine("trtllm"), "<0.8").gqa_decode_kernel is False
+    assert engine_scheduler(release(engine("vllm"), "0.6.1; max_num_seqs=3200")).max_num_seqs == 3200
+    assert engine_scheduler(release(engine("vllm"), "0.6.1"), max_num_seqs=64).max_num_seqs == 64  # told otherwise
     tput, b256 = _published("oci-mi300x-405b-tput-128-128"), _published("oci-mi300x-405b-b256")
     assert V.predict_row(tput) == pytest.approx(V.predict_row(b256), rel=1e-6)
     row = _published("oci-mi300x-405b-tput-128-2048")
@@ -703,3 +715,23 @@ def test_a_thousand_requests_sent_at_once_are_one_closed_loop_run():
     assert V.closed_loop(row) == "run" and int(row["concurrency"]) == 1000
     assert V.ASSUME[row["id"]]["requests"] == 1000
     assert V.predict_row(row) < 0.9 * V.predict_row({**row, "concurrency": ""})
+
+
+def test_a_batch_no_layout_holds_goes_to_the_layout_that_serves_most():
+    """When no split of the devices holds the whole batch (the KV cache, or a release's cap on
+    sequences at once), the rest queue, and the layout chosen is the one that serves the most
+    tokens/s, not the fastest step: 1,024 requests to vLLM 0.6.1 (256 sequences per replica) on 2
+    H100 run on two tp-1 replicas (512 at once), not one tp-2 replica (256)."""
+    from llmbench.hardware import get_hardware
+    from llmbench.models import get_model
+    from llmbench.perfmodel import predict_infer
+    from llmbench.perfmodel.serving import engine, release
+
+    eng = release(engine("vllm"), "0.6.1")
+    w = Workload(model="llama-3.1-8b", suite="infer", hardware="h100-sxm", precision="bf16", devices=2,
+                 batch=1024, seq_len=128, gen_len=128)
+    spec, h = get_model("llama-3.1-8b"), get_hardware("h100-sxm")
+    r = predict_infer(spec, h, w, engine=eng)
+    assert (r.workload.layout.tp, r.concurrency) == (1, 512) and "256 sequences" in r.note
+    tp2 = predict_infer(spec, h, w.with_(tp=2), engine=eng)
+    assert tp2.concurrency == 256 and tp2.tokens_per_s < r.tokens_per_s

@@ -11,8 +11,9 @@ on-chip SRAM, layers split over wafers).
 the model: powers of two for GPUs, any count of wafers), every split into tp (within a node,
 dividing the heads) x pp (stages, dividing the layers) x dp (replicas, dividing the batch) is
 predicted and the lowest request latency that holds the batch wins (ties: fewer stages, less tp);
-when no split holds the whole batch, the engine holds as many requests as its KV cache fits and the
-rest queue (`concurrency`, `note`). Stages run one after another for a request (no pipeline
+when no split holds the whole batch, a replica holds as many requests as its KV cache fits (and its
+engine release runs at once: Engine.max_num_seqs), the rest queue (`concurrency`, `note`), and the
+split that serves the most tokens/s wins. Stages run one after another for a request (no pipeline
 concurrency: issue 10 step 3).
 """
 from __future__ import annotations
@@ -62,11 +63,12 @@ class InferPrediction:
     """the serving engine (serving.Engine) whose efficiencies and KV rules were used"""
     kv_precision: str = "bf16"
     concurrency: int = 0
-    """requests held at once over all replicas: the batch, or the most whose KV cache fits"""
+    """requests held at once over all replicas: the batch, or the most whose KV cache fits (at most
+    the engine release's max_num_seqs a replica)"""
     kv_capacity_tokens: int = 0
     """KV-cache tokens one replica holds (engine memory fraction, whole paged blocks)"""
     note: str = ""
-    """what the prediction changed from the request (a concurrency that fits), else empty"""
+    """what the prediction changed from the request (a concurrency that fits, or the engine's cap), else empty"""
     link_bytes_per_token: float = 0.0
     """bytes one generated token moves between a replica's devices (serving.StepModel)"""
 
@@ -109,8 +111,8 @@ def check_infer(spec, w: Workload) -> bool:
 
 def predict_infer(spec, hw, w: Workload, params=None, *, engine=None, kv_precision=None) -> InferPrediction:
     """Serve `w.batch` requests of `w.seq_len` prompt tokens generating `w.gen_len` tokens each,
-    on the layout with the lowest latency that holds the batch (else the most requests that fit:
-    `concurrency`, `note`); fits False: the weights fit no split of w.devices. engine: a name or a
+    on the layout with the lowest latency that holds the batch (else the one serving the most
+    tokens/s with the requests that fit: `concurrency`, `note`); fits False: the weights fit no split of w.devices. engine: a name or a
     serving.Engine (default: serving.default_engine(hw)); kv_precision: the KV cache's."""
     from llmbench.point import precision_for
 
@@ -138,7 +140,8 @@ def _search(s: Serve, w: Workload) -> InferPrediction:
             continue  # no split of n devices holds the weights
         for tp, pp in serve_layouts(s, w, n):
             pred = serve(s, w.with_(devices=n, tp=tp, pp=pp, mode=s.mode))
-            key = (not pred.fits, pred.concurrency < w.batch, pred.latency_s_p50, pp, tp)
+            short = pred.concurrency < w.batch  # the rest queue: the layout that serves most, not fastest
+            key = (not pred.fits, short, -pred.tokens_per_s if short else pred.latency_s_p50, pp, tp)
             if best is None or key < best[0]:
                 best = (key, pred)
         if best is not None and best[1].fits and (w.devices or best[1].concurrency >= w.batch):
@@ -235,7 +238,8 @@ def beam_batch_s(sm, batch: int, beams: int, prompt: int, gen: int) -> tuple[flo
 
 def serve(s: Serve, w: Workload) -> InferPrediction:
     """One layout: each of dp replicas serves batch / dp requests over tp x pp devices, at most as
-    many at once as its KV cache holds (serving.StepModel)."""
+    many at once as its KV cache holds (serving.StepModel) and its engine release runs
+    (Engine.max_num_seqs)."""
     lay, p = w.layout, s.p
     tp, pp, n = lay.tp, lay.pp, w.devices
     dp = n // (tp * pp)
@@ -267,7 +271,8 @@ def serve(s: Serve, w: Workload) -> InferPrediction:
     if sm.weights_ddr_bytes_per_device:
         tiers["ddr"] = sm.weights_ddr_bytes_per_device
     note = "" if conc >= b else (
-        f"batch {w.batch} exceeds {s.engine.name}'s {cap} sequences at once per replica; the rest queue" if conc == cap
+        f"batch {w.batch} ({b} a replica) exceeds {s.engine.name}'s {cap} sequences at once a replica; the rest "
+        "queue" if conc == cap
         else f"batch {w.batch} does not fit: {s.engine.name}'s KV cache holds {sm.kv_capacity_tokens:,} tokens per "
         f"replica, {dp * conc} requests of {T + g} tokens at once; the rest queue")
     return InferPrediction(

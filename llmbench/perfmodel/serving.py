@@ -138,29 +138,38 @@ class Engine:
 #: all-reduce went through RCCL, 46-55 us for 8 B-64 KB on 8 MI300X
 #: (ROCm/rccl issue #1562, all_reduce_perf -g 8, RCCL 2.20.5): half of ~50 us per hop, as
 #: collective_latency_s counts two.
-#: vLLM's V0 engine, the default before 0.8.0 made V1 the default, ran at most 256 sequences a step
-#: unless told otherwise (EngineArgs max_num_seqs default 256); V1 sets it by the device (1,024 on
-#: >= 70 GiB GPUs other than the A100, 256 below: vllm/engine/arg_utils.py get_batch_defaults),
-#: where the KV cache of a large model binds first: not modelled. AMD's builds run the same scheduler
-_VLLM_V0 = ((0, 8, 0), {"max_num_seqs": 256})
+#: vLLM's V0 engine ran at most 256 sequences a step unless told otherwise (EngineArgs max_num_seqs
+#: default 256). V1 became the default at 0.8.0 on CUDA; on ROCm it stayed opt-in and "experimental"
+#: through 0.9.0 (vLLM 0.9.0.2's warning, vllm-project/vllm issue #19332) and became the default with
+#: PR #19440 (merged 2025-06-10): 0.9.1 is taken as the first ROCm release with it. V1's own
+#: defaults (1,024 or 256 by device and release: vllm/engine/arg_utils.py) are not modelled: a
+#: large model's KV cache binds first. A run that set --max-num-seqs says so in its release text
+#: (`release`: "max_num_seqs=N")
+_V0_CAP = {"max_num_seqs": 256}
 RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
-            "vllm": (_VLLM_V0,),
-            "vllm-rocm": (_VLLM_V0,),
-            "vllm-rocm-upstream": (((0, 8, 3), {"collective_latency_s": 25e-6}), _VLLM_V0)}
+            "vllm": (((0, 8, 0), _V0_CAP),),
+            "vllm-rocm": (((0, 9, 1), _V0_CAP),),
+            "vllm-rocm-upstream": (((0, 8, 3), {"collective_latency_s": 25e-6}), ((0, 9, 1), _V0_CAP))}
 
 
 def release(eng: Engine, version: str | None) -> Engine:
     """`eng` as its release `version` ran (RELEASES); '<X.Y' is the last release before X.Y (a row
     whose source names none but whose date bounds it: it lacks what X.Y brought); a version that
-    does not start with a release number ('not stated', '') is taken as the current release."""
-    m = re.match(r"(<)?\s*v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip())
-    if m is None:
-        return eng
-    before, v = m.group(1), tuple(int(x or 0) for x in m.groups()[1:])
+    does not start with a release number ('not stated', '') is taken as the current release; a
+    pre-release (X.Y.Zrc1, .dev) as the release before X.Y.Z. 'max_num_seqs=N' anywhere in the
+    text is a cap the run set itself, over the release's."""
+    text = (version or "").strip()
+    m = re.match(r"(<)?\s*[vV]?(\d+)\.(\d+)(?:\.(\d+))?(rc|dev|a|b|\.dev)?", text)
     changes = {}
-    for first, fields in RELEASES.get(eng.name, RELEASES.get(eng.parent, ())):  # a build: its parent's
-        if v < first or (before and v <= first):
-            changes.update(fields)
+    if m is not None:
+        before = m.group(1) or m.group(5)
+        v = tuple(int(x or 0) for x in m.groups()[1:4])
+        for first, fields in RELEASES.get(eng.name, RELEASES.get(eng.parent, ())):  # a build: its parent's
+            if v < first or (before and v <= first):
+                changes.update(fields)
+    stated = re.search(r"max_num_seqs\s*=\s*(\d+)", text)
+    if stated:
+        changes["max_num_seqs"] = int(stated.group(1))
     return replace(eng, **changes) if changes else eng
 
 

@@ -88,9 +88,10 @@ class Scheduler:
 def engine_scheduler(engine, **given) -> Scheduler:
     """The scheduler a serving engine runs by default, under the knobs `given` (None: the default):
     chunked prefill at the engine's chunk budget where it chunks, else whole prompts at the
-    Scheduler's budget, in the engine's paged blocks, at most the release's max_num_seqs where it
-    has one. `engine` has chunked_prefill_tokens, block_tokens and max_num_seqs (perfmodel's
-    serving.Engine)."""
+    Scheduler's budget, in the engine's paged blocks, at the release's max_num_seqs where it has
+    one (else the Scheduler's default); a knob `given` replaces the engine's, as a flag replaces
+    an engine's default. `engine` has chunked_prefill_tokens, block_tokens and max_num_seqs
+    (perfmodel's serving.Engine)."""
     chunk = engine.chunked_prefill_tokens
     knobs = {"policy": "chunked" if chunk else "continuous", "block_tokens": engine.block_tokens,
              **({"max_batched_tokens": chunk} if chunk else {}),
