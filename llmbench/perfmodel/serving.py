@@ -149,7 +149,7 @@ _V0_CAP = {"max_num_seqs": 256}
 RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
             "vllm": (((0, 8, 0), _V0_CAP),),
             "vllm-rocm": (((0, 9, 1), _V0_CAP),),
-            "vllm-rocm-upstream": (((0, 8, 3), {"collective_latency_s": 25e-6}), ((0, 9, 1), _V0_CAP))}
+            "vllm-rocm-upstream": (((0, 8, 3), {"collective_latency_s": 25e-6}),)}
 
 
 def release(eng: Engine, version: str | None) -> Engine:
@@ -157,14 +157,15 @@ def release(eng: Engine, version: str | None) -> Engine:
     whose source names none but whose date bounds it: it lacks what X.Y brought); a version that
     does not start with a release number ('not stated', '') is taken as the current release; a
     pre-release (X.Y.Zrc1, .dev) as the release before X.Y.Z. 'max_num_seqs=N' anywhere in the
-    text is a cap the run set itself, over the release's."""
+    text is a cap the run set itself, over the release's. A build (Engine.parent) ran its parent's
+    releases and its own."""
     text = (version or "").strip()
     m = re.match(r"(<)?\s*[vV]?(\d+)\.(\d+)(?:\.(\d+))?(rc|dev|a|b|\.dev)?", text)
     changes = {}
     if m is not None:
         before = m.group(1) or m.group(5)
         v = tuple(int(x or 0) for x in m.groups()[1:4])
-        for first, fields in RELEASES.get(eng.name, RELEASES.get(eng.parent, ())):  # a build: its parent's
+        for first, fields in RELEASES.get(eng.parent, ()) + RELEASES.get(eng.name, ()):  # a build: its parent's too
             if v < first or (before and v <= first):
                 changes.update(fields)
     stated = re.search(r"max_num_seqs\s*=\s*(\d+)", text)

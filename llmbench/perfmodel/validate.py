@@ -71,9 +71,6 @@ ASSUME: dict[str, dict] = {
                                 "parallelism, vLLM's way of spreading an instance over a node's GPUs (the post "
                                 "names no parallelism)"}
        for k in ("b1", "b8", "b32", "b128", "b256", "b1-latency", "tput-128-128", "tput-128-2048")},
-    **{f"amdperf-mi300x-llama-3.1-{k}": {"max_num_seqs": 3200, "note": "the page's throughput runs set "
-                                          "--max-num-seqs 3200 with 3,200 prompts (the row's notes)"}
-       for k in ("70b-tp8-128-2048", "70b-tp8-128-4096", "405b-tp8-128-2048", "405b-tp8-128-4096")},
     "cerebras-infer-8b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
     "cerebras-infer-70b-wafers": {"prompt_len": 128, "gen_len": 512, "note": "bf16 weights + KV of one 640-token request"},
     "cerebras-infer-70b": {"prompt_len": 128, "gen_len": 512, "note": "prompt 128, 512 generated tokens assumed"},
@@ -423,8 +420,6 @@ def _infer_metric(w: Workload, row: dict, params) -> float:
     Little's law gives (server_batch); an open batch at the engine's offline best."""
     metric = row["metric"]
     eng, ver = row_engine(row, get_hardware(w.hardware)), row.get("engine_version")
-    if "max_num_seqs" in ASSUME.get(row["id"], {}):  # a cap the run set itself (serving.release reads it)
-        ver = f"{ver or 'not stated'}; max_num_seqs={ASSUME[row['id']]['max_num_seqs']}"
     kv = row.get("kv_precision") or None  # what the row states ran; else the engine's default
 
     def infer(w: Workload, offline: bool = False):  # the row's engine, release and KV cache
