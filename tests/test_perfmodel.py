@@ -400,3 +400,36 @@ def test_fp4_gemms_gain_the_square_of_fp8s_gain_over_bf16():
     assert 2.0 <= gemm_peak(b200, "fp4", p) / bf16 <= 2.2
     g3 = get_hardware("gaudi3")
     assert gemm_peak(g3, "fp8", p) == pytest.approx(gemm_peak(g3, "bf16", p))
+
+
+def test_a_single_process_block_runs_on_one_of_the_gpus_a_package_shows():
+    """An MI250 is two GCDs, each its own GPU to ROCm: a one-process micro-benchmark (suite block)
+    runs on one, at half the package's peaks and bandwidth, and its MFU is against the package's
+    peak (arXiv:2310.04607 Sec. V-A: 'the MI250's overall efficiency is lower than the A100's').
+    Training across devices keeps the whole package."""
+    from dataclasses import replace
+
+    from llmbench.perfmodel.predict import predict
+
+    two = gpu(logical_gpus=2)
+    one = two.one_logical_gpu()
+    assert one.peak("bf16") == 50e12 and one.device_memory.bandwidth_bytes_per_s == 0.5e12
+    assert one.device_memory.capacity_bytes == 20e9 and one.tier("host").bandwidth_bytes_per_s == 25e9
+    assert gpu().one_logical_gpu() == gpu()
+    w = Workload(model="gpt2-xl", suite="block", hardware="testgpu", seq_len=1024, batch=64, precision="bf16")
+    split, whole = predict(w, hw=two), predict(w, hw=gpu())
+    assert split.achieved_tflops == pytest.approx(predict(w, hw=replace(one, logical_gpus=1)).achieved_tflops)
+    assert split.achieved_tflops < 0.6 * whole.achieved_tflops
+    assert split.mfu == pytest.approx(split.achieved_tflops * 1e12 / 100e12)
+    t = Workload(model="gpt2-xl", hardware="testgpu", seq_len=1024, batch=64, precision="bf16", devices=2,
+                 micro_batch=8)
+    assert predict(t, hw=two).tokens_per_s == pytest.approx(predict(t, hw=gpu()).tokens_per_s)
+    from llmbench.perfmodel.predict import one_process
+
+    pred = predict(w, hw=replace(one, logical_gpus=1))
+    assert one_process(pred, two).mfu == pytest.approx(pred.mfu / 2)
+    # the catalog's MI250 says so, from AMD's docs, and its block MFU falls below the A100's
+    mi250 = get_hardware("mi250")
+    assert mi250.logical_gpus == 2 and "independent GPU" in mi250.sources["logical_gpus"]
+    blk = {hw: predict(w.with_(hardware=hw, precision="fp16")).mfu for hw in ("mi250", "a100-40gb")}
+    assert blk["mi250"] < 0.6 * blk["a100-40gb"]

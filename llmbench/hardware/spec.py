@@ -25,7 +25,7 @@ import copy
 import math
 import os
 from llmbench._toml import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from llmbench.errors import BadInput
@@ -108,6 +108,9 @@ class HardwareSpec:
     """e.g. '2:4' where the datasheet's sparse peak needs that pattern"""
     default_mode_train: str = "resident"
     default_mode_infer: str = "resident"
+    logical_gpus: int = 1
+    """GPUs the software enumerates per device: an MI250 package is two GCDs, each its own GPU to
+    ROCm with half the peaks, memory and bandwidth; a single-process run uses one (one_logical_gpu)"""
     efficiency: dict[str, float] = field(default_factory=dict)
     """fitted efficiency parameters (perfmodel owns their meaning; calibration overwrites them)"""
     sources: dict[str, str] = field(default_factory=dict)
@@ -135,6 +138,8 @@ class HardwareSpec:
                 raise ValueError(f"hardware {self.name!r}: mode must be one of {MODES}, got {mode!r}")
         if not self.memory_tiers:
             raise ValueError(f"hardware {self.name!r}: needs at least one memory tier")
+        if int(self.logical_gpus) != self.logical_gpus or self.logical_gpus < 1:
+            raise ValueError(f"hardware {self.name!r}: logical_gpus must be a whole number >= 1")
 
     def peak(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for a dtype; cbf16 (Cerebras) counts as bf16; None if unsupported."""
@@ -148,6 +153,19 @@ class HardwareSpec:
             if t.role == name_or_role:
                 return t
         return None
+
+    def one_logical_gpu(self) -> "HardwareSpec":
+        """What one process sees of a device the software splits into logical_gpus GPUs: the
+        peaks and the on-package memory tiers (capacity, bandwidth) divided among them; host and
+        external tiers and the interconnect unchanged. The device itself when it is one GPU."""
+        n = self.logical_gpus
+        if n == 1:
+            return self
+        tiers = tuple(replace(t, capacity_bytes=t.capacity_bytes / n, bandwidth_bytes_per_s=t.bandwidth_bytes_per_s / n)
+                      if t.role in ("hbm", "sram") else t for t in self.memory_tiers)
+        return replace(self, peak_flops={k: v / n for k, v in self.peak_flops.items()},
+                       peak_flops_sparse={k: v / n for k, v in self.peak_flops_sparse.items()},
+                       memory_tiers=tiers)
 
     @property
     def device_memory(self) -> MemoryTier:
@@ -166,6 +184,7 @@ class HardwareSpec:
             "structured_sparsity": self.structured_sparsity,
             "default_mode_train": self.default_mode_train,
             "default_mode_infer": self.default_mode_infer,
+            **({"logical_gpus": self.logical_gpus} if self.logical_gpus > 1 else {}),
             "efficiency": dict(self.efficiency), "sources": dict(self.sources), "notes": self.notes,
             "overlay": self.overlay, "origin_file": self.origin_file,
         }

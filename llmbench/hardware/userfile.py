@@ -33,7 +33,7 @@ FIELD_KINDS = {
     "name": "str", "display_name": "str", "vendor": "str", "kind": "str", "peak_flops": "dtypes",
     "peak_flops_sparse": "dtypes", "memory_tiers": "tiers", "interconnect": "interconnect",
     "power_w": "positive", "price_per_device_hour_usd": "positive", "skips_zero_weights": "bool",
-    "structured_sparsity": "str", "default_mode_train": "str", "default_mode_infer": "str",
+    "structured_sparsity": "str", "default_mode_train": "str", "default_mode_infer": "str", "logical_gpus": "count",
     "efficiency": "numbers", "sources": "strings", "notes": "str",
 }
 REQUIRED = ("name", "display_name", "vendor", "kind", "peak_flops", "memory_tiers")
@@ -46,7 +46,7 @@ LINK_KEYS = {"name": "str", "bandwidth_bytes_per_s": "positive", "latency_s": "n
 #: datasheet), MemoryX 1.2 PB; NVL72's 72 GPUs in one NVLink domain (nvidia.com GB200 NVL72)
 CEILINGS = {"peak_flops": 1e21, "peak_flops_sparse": 1e21, "capacity_bytes": 1e19, "bandwidth_bytes_per_s": 1e19,
             "inter_node_bandwidth_bytes_per_s": 1e19, "devices_per_node": 1 << 16, "latency_s": 3600.0,
-            "power_w": 1e7, "price_per_device_hour_usd": 1e6}
+            "power_w": 1e7, "price_per_device_hour_usd": 1e6, "logical_gpus": 64}
 CHOICES = {"kind": KINDS, "default_mode_train": MODES, "default_mode_infer": MODES, "role": TIER_ROLES,
            "topology": TOPOLOGIES}
 
