@@ -45,15 +45,20 @@ OPENORCA_NOTE = ("prompt 222 tokens, the mean of the benchmark dataset's 24,576 
 ASSUME: dict[str, dict] = {
     "cs2-gpt3-20b-pile-epoch": {"note": "one epoch of the Pile = 300e9 tokens (project.DATASETS)"},
     "cs2-bert-large-sst2-epoch": {"note": "SST-2 epoch = 67,349 samples / predicted samples per s"},
-    "emani-scaling-gaudi2": {"batch_per_replica": 16, "note": "per-device batch 16 assumed; weak scaling 1 -> N"},
-    "emani-scaling-bow": {"batch_per_replica": 16, "pp": 4, "note": "4 IPUs (pipeline) per replica; batch 16 per replica assumed"},
+    "emani-scaling-gaudi2": {"batch_per_replica": 32, "note": "local batch 32 per HPU (Sec. IV-B); weak scaling 1 -> N"},
+    "emani-scaling-bow": {"batch_per_replica": 1, "grad_accum": 128, "pp": 4,
+                          "note": "4 IPUs (pipeline) per replica, local batch 1, GAS 128 (Sec. IV-B: 'a local batch "
+                                  "size of 1 in FP16 combined with large GAS values of 128 and 1024')"},
     "emani-scaling-cs2": {"batch_per_replica": 56, "note": "global batch 112 on 2 systems (row)"},
-    "emani-scaling-sn30": {"batch_per_replica": 16, "note": "per-device batch 16 assumed"},
-    "emani-scaling-mi250": {"batch_per_replica": 16, "note": "per-device batch 16 (GAS row: micro-batch 16)"},
+    "emani-scaling-sn30": {"batch_per_replica": 32, "note": "two instances of micro-batch 16 per RDU (Sec. IV-B: the "
+                           "1.5B model fits 4 tiles, half an RDU; 8 nodes = 128 data-parallel instances)"},
+    "emani-scaling-mi250": {"batch_per_replica": 32, "note": "batch 16 per GPU (Sec. IV-B: 16 and 32 per GPU), and "
+                            "an MI250 is two GPUs to ROCm (its GCDs): 32 per package"},
     "emani-scaling-a100": {"batch_per_replica": 1, "zero": 1, "grad_accum": 4,
                            "note": "micro-batch 1, GAS 4, ZeRO-1 (Fig. 6 set-up)"},
     "emani-gas-a100": {"zero": 1, "note": "micro-batch 1 on 64 GPUs, ZeRO-1"},
-    "emani-gas-mi250": {"note": "micro-batch 16 on 4 devices"},
+    "emani-gas-mi250": {"batch": 32, "note": "micro-batch 16 per GPU, two GPUs (GCDs) per MI250: 32 per package "
+                        "on 4 packages"},
     "emani-sparsity-gpt2xl": {"batch": 112, "note": "batch 112 assumed (the CS-2 GPT-2 XL batch of Table II)"},
     "emani-sparsity-6.7b": {"batch": 112, "note": "batch 112 assumed"},
     "emani-sparsity-30b": {"batch": 112, "note": "batch 112 assumed"},
