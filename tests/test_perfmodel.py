@@ -248,9 +248,10 @@ def test_a_wafer_streams_only_the_non_zero_weights_whatever_time_it_saves():
     required". The prior share of the zero-weight work saved is therefore all of it (PARAMS
     sparse = 1.0), and the weights streamed are the non-zero ones (1 - s of the dense layers) even
     where a fit says the cores save less of the time (step.sparse_factors). Held out (the Fig. 7
-    rows' source left out, the prior standing), GPT-2 XL's 1.8-2.0x and GPT-3 30B's 3.79x at s = 0.9
-    come within 25% (+0%, +13%; GPT-3 6.7B's 2.1x does not: +72%, docs/predict.md); at the old
-    prior of 0.5, a choice without a source, they were -27% and -56%."""
+    rows' source left out, the prior standing) and on the layouts the planner chooses (Cerebras'
+    stack sets the accumulation), GPT-2 XL's 1.8-2.0x and GPT-3 30B's 3.79x at s = 0.9 come within
+    25% (-8%, -12%; GPT-3 6.7B's 2.1x does not: +28%, docs/predict.md); at the old prior of 0.5, a
+    choice without a source, they were -27% and -56%."""
     from llmbench.perfmodel.params import PARAMS
     from llmbench.perfmodel.step import sparse_factors
 
@@ -267,7 +268,7 @@ def test_a_wafer_streams_only_the_non_zero_weights_whatever_time_it_saves():
     rows = json.loads((PROFILE_DIR / "loso_residuals.json").read_text())["rows"]
     held = {r["id"]: r["loso_error"] for r in rows if r["id"].startswith("emani-sparsity-")}
     assert abs(held["emani-sparsity-gpt2xl"]) <= 0.25 and abs(held["emani-sparsity-30b"]) <= 0.25, held
-    assert held["emani-sparsity-6.7b"] > 0.5, held  # the miss docs/predict.md names
+    assert held["emani-sparsity-6.7b"] > 0.25, held  # the miss docs/predict.md names
 
 
 def test_sweep_matches_single_predictions_and_broadcasts():

@@ -748,3 +748,21 @@ def test_a_batch_no_layout_holds_goes_to_the_layout_that_serves_most():
     assert (r.workload.layout.tp, r.concurrency) == (1, 512) and "256 sequences" in r.note
     tp2 = predict_infer(spec, h, w.with_(tp=2), engine=eng)
     assert tp2.concurrency == 256 and tp2.tokens_per_s < r.tokens_per_s
+
+
+def test_a_wafers_ratio_rows_run_on_the_layouts_its_software_chooses():
+    """On a Cerebras wafer the software stack sets the gradient accumulation for the best
+    throughput (arXiv:2310.04607 Sec. V-B3): Fig. 7's sparsity ratios run on the planner's layout,
+    which fits the SRAM, not all 112 sequences in one micro-batch, which does not."""
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.validate import PUBLISHED_V2_CSV, _train, row_workload, vendor_chooses_layout
+    from llmbench.published import published_rows
+
+    assert vendor_chooses_layout(get_hardware("cs2")) and not vendor_chooses_layout(get_hardware("a100-40gb"))
+    rows = {r["id"]: r for r in published_rows(PUBLISHED_V2_CSV)}
+    for rid in ("emani-sparsity-gpt2xl", "emani-sparsity-6.7b", "emani-sparsity-30b"):
+        w = row_workload(rows[rid])
+        assert w.micro_batch is None and w.layout.recompute is None  # left to the planner
+        for s in (0.0, 0.9):
+            r = _train(w.with_(sparsity=s), None)
+            assert r.fits and r.workload.micro_batch < w.batch, (rid, r.workload)

@@ -158,7 +158,8 @@ def row_workload(row: dict) -> Workload:
     """The one conversion of a published row (after ASSUME's settings) into a Workload: the global
     batch, sequence, precision and every layout column the source states; knobs it leaves empty
     stay None for the planner (training) or the serving search (inference). Ratio rows of
-    per-device studies (RATIO_METRICS) run the plain layout (train.plain_layout)."""
+    per-device studies (RATIO_METRICS) run the plain layout (train.plain_layout), except where
+    the vendor's software sets the micro-batch (vendor_chooses_layout: the planner's)."""
     a = ASSUME.get(row["id"], {})
     r = {**row, "system": row["system"].split()[0], **{k: a[k] for k in _ROW_FIELDS if k in a}}
     if "prompt_len" in a:
@@ -167,7 +168,7 @@ def row_workload(row: dict) -> Workload:
     w = _ran_its_length(Workload.from_row(r))
     if w.micro_batch is not None and w.grad_accum is not None:  # both stated: the batch says the rest
         w = w.with_(grad_accum=None)
-    if row["metric"] not in RATIO_METRICS:
+    if row["metric"] not in RATIO_METRICS or vendor_chooses_layout(get_hardware(w.hardware)):
         return w.with_(devices=w.devices or 1)
     lay = w.layout
     w = w.with_(tp=lay.tp or 1, pp=lay.pp or 1, zero=lay.zero or 0, recompute=lay.recompute or "none",
@@ -225,13 +226,22 @@ def planned(row_id: str, w: Workload) -> Workload:
     return _LAYOUTS[key]
 
 
+def vendor_chooses_layout(hw) -> bool:
+    """True where the vendor's software, not the user, sets the micro-batch: on a Cerebras wafer
+    'GAS is determined automatically by the Cerebras software stack to drive the best throughput
+    given the global batch and number of CS-2s' (arXiv:2310.04607 Sec. V-B3). Its ratio rows then
+    run on the planner's layout, which fits the SRAM, not one micro-batch of the whole batch."""
+    return hw.default_mode_train == "weight_streaming"
+
+
 def _train(w: Workload, params: dict | None, row_id: str = ""):
     """One training prediction (no fit check: validation compares throughput)."""
     h = get_hardware(w.hardware)
     p = params.get(h.name) if params else None
-    if row_id:
+    plan = bool(row_id) or vendor_chooses_layout(h)
+    if plan:
         w = planned(row_id, w)
-    return predict_train(row_spec(w), h, as_run(w, h) if not row_id else w, p)
+    return predict_train(row_spec(w), h, w if plan else as_run(w, h), p)
 
 
 #: offline max-throughput rows (no batch: the server's batcher fills memory): batches tried
@@ -586,7 +596,7 @@ METRIC_KINDS = ("samples_per_s", "tokens_per_s", "epoch_time_s", "epoch_time_h",
 
 def _scaling(w: Workload, a: dict, params):
     """Weak scaling: throughput on N devices / (N/r x throughput of one replica of r devices)."""
-    pp, bpr, g = w.layout.pp, a["batch_per_replica"], w.grad_accum or 1
+    pp, bpr, g = w.layout.pp or 1, a["batch_per_replica"], w.grad_accum or 1
     reps = w.devices // pp
     one = _train(_per_replica(w, bpr * g, pp), params)
     many = _train(_per_replica(w, bpr * g * reps, w.devices), params)
