@@ -716,6 +716,33 @@ def test_vllm_before_v1_runs_at_most_256_sequences_a_step():
     assert V.predict_row({**row, "engine_version": "not stated"}) / pub - 1 > 0.25
 
 
+def test_vllm_v1_starts_with_its_defaults_for_the_device():
+    """vLLM V1's server defaults depend on the GPU (vllm/engine/arg_utils.py get_batch_defaults):
+    1,024 sequences and 8,192 tokens a step on one of 70 GiB or more that is not an A100, 256 and
+    2,048 elsewhere. A release before V1 keeps V0's 256, a run's stated cap stands, other engines
+    are untouched, and `llmbench serve` starts from them unless told otherwise."""
+    from llmbench.hardware import get_hardware
+    from llmbench.perfmodel.serving import engine, release, resolve_engine
+    from llmbench.queueing.sim import engine_scheduler
+    from llmbench.serve.config import Deployment, Load
+    from llmbench.serve.run import replica, scheduler
+
+    got = {h: resolve_engine("vllm", get_hardware(h)) for h in ("h100-sxm", "h200-sxm", "mi300x", "a100-80gb", "l40s")}
+    assert {h: (e.max_num_seqs, e.chunked_prefill_tokens) for h, e in got.items()} == {
+        "h100-sxm": (1024, 8192), "h200-sxm": (1024, 8192), "mi300x": (1024, 8192),
+        "a100-80gb": (256, 2048), "l40s": (256, 2048)}
+    h100 = get_hardware("h100-sxm")
+    assert resolve_engine(release(engine("vllm"), "0.6.1"), h100).max_num_seqs == 256  # V0
+    assert resolve_engine(release(engine("vllm"), "v0.11.0; max_num_seqs=64"), h100).max_num_seqs == 64
+    assert resolve_engine("trtllm", h100) == engine("trtllm")
+    d = Deployment(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm")
+    assert scheduler(d, replica(d, 2048), Load()).max_num_seqs == 1024
+    d = Deployment(model="llama-3.1-8b", hardware="a100-80gb", engine="vllm", max_num_seqs=512)
+    s = scheduler(d, replica(d, 2048), Load())
+    assert s.max_num_seqs == 512 and s.max_batched_tokens == 2048
+    assert engine_scheduler(engine("sglang")).max_num_seqs == 256  # no cap of its own: the Scheduler's
+
+
 def test_a_thousand_requests_sent_at_once_are_one_closed_loop_run():
     """GPUStack's DeepSeek-R1 rows ran `vllm bench serve --num-prompts 1000` with no rate and no
     --max-concurrency: all 1,000 requests in flight at once (the page prints 'Peak concurrent

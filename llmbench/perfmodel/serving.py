@@ -142,9 +142,8 @@ class Engine:
 #: default 256). V1 became the default at 0.8.0 on CUDA; on ROCm it stayed opt-in and "experimental"
 #: through 0.9.0 (vLLM 0.9.0.2's warning, vllm-project/vllm issue #19332) and became the default with
 #: PR #19440 (merged 2025-06-10): 0.9.1 is taken as the first ROCm release with it. V1's own
-#: defaults (1,024 or 256 by device and release: vllm/engine/arg_utils.py) are not modelled: a
-#: large model's KV cache binds first. A run that set --max-num-seqs says so in its release text
-#: (`release`: "max_num_seqs=N")
+#: defaults depend on the device (on_device). A run that set --max-num-seqs says so in its release
+#: text (`release`: "max_num_seqs=N")
 _V0_CAP = {"max_num_seqs": 256}
 RELEASES = {"trtllm": (((0, 8, 0), {"gqa_decode_kernel": False}),),
             "vllm": (((0, 8, 0), _V0_CAP),),
@@ -711,14 +710,33 @@ def check_runs_on(name: str, hw) -> None:
 def resolve_engine(choice, hw) -> Engine:
     """`choice` an Engine, a name (its build for `hw`: build_for), or None (the default engine of
     `hw`); an empty or unknown name is BadInput, not the default, and so is an engine `hw` does not
-    run (check_runs_on)."""
+    run (check_runs_on). Its defaults as it starts on `hw` (on_device)."""
     if isinstance(choice, Engine):
-        return choice
+        return on_device(choice, hw)
     if choice is None:
-        return default_engine(hw)
+        return on_device(default_engine(hw), hw)
     eng = engine(build_for(choice, hw))
     check_runs_on(eng.name, hw)
-    return eng
+    return on_device(eng, hw)
+
+
+#: vLLM V1's server defaults by device (vllm/engine/arg_utils.py get_batch_defaults,
+#: vllm-project/vllm@99d7eb5): on a GPU of at least 70 GiB that is not an A100 ("For GPUs like H100
+#: and MI300x", the A100 left out for PR #17885's throughput regression) --max-num-seqs 1,024 and
+#: --max-num-batched-tokens 8,192 for the OpenAI server; elsewhere 256 and 2,048
+V1_BIG_GPU_BYTES = 70 * 2**30
+V1_DEFAULTS = {True: {"max_num_seqs": 1024, "chunked_prefill_tokens": 8192},
+               False: {"max_num_seqs": 256, "chunked_prefill_tokens": 2048}}
+
+
+def on_device(eng: Engine, hw) -> Engine:
+    """`eng` with the defaults it takes on `hw`: a vLLM build whose release has no cap of its own
+    (V1: release() gives V0's 256 and a run's stated max_num_seqs) starts with V1's per-device
+    --max-num-seqs and token budget (V1_DEFAULTS); other engines as they are."""
+    if not eng.name.startswith("vllm") or eng.max_num_seqs is not None or hw.kind != "gpu":
+        return eng
+    big = hw.device_memory.capacity_bytes >= V1_BIG_GPU_BYTES and "a100" not in hw.name
+    return replace(eng, **V1_DEFAULTS[big])
 
 
 def with_fitted(eng: Engine, values: dict) -> Engine:

@@ -73,9 +73,11 @@ def add_deployment_options(p, hardware_required: bool) -> None:
     g.add_argument("--policy", choices=POLICIES, default=None,
                    help="scheduler (default: chunked if the engine chunks prompts, else continuous)")
     g.add_argument("--max-num-seqs", type=int_in(1, 1 << 20, "max-num-seqs"), default=d("max_num_seqs"),
-                   help=f"sequences running at once per replica (default {d('max_num_seqs')})")
+                   help="sequences running at once per replica (default: the engine's on the device: vLLM "
+                        "1,024 on a GPU of 70 GiB or more that is not an A100, else 256; other engines 256)")
     g.add_argument("--max-batched-tokens", type=int_in(1, 1 << 24, "max-batched-tokens"), default=None,
-                   help="tokens per step (default: the engine's chunk budget, else 8192)")
+                   help="tokens per step (default: the engine's chunk budget on the device (vLLM 8,192, "
+                        "2,048 on A100s and GPUs under 70 GiB), else 8192)")
     g.add_argument("--replicas", type=int_in(1, 65536, "replicas"), default=None,
                    help="engine replicas behind the router (default: devices / (tp x pp), else 1)")
     g.add_argument("--router", choices=ROUTERS, default=d("router"), help=f"(default {d('router')})")

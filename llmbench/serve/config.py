@@ -23,8 +23,8 @@ class Deployment:
     engine: str | None = None        # engines.toml name (None: the hardware family's default)
     kv_precision: str | None = None
     policy: str | None = None        # continuous | chunked | static (None: the engine's)
-    max_num_seqs: int = 256          # vLLM --max-num-seqs default: V0's, and V1's on GPUs under 70 GiB and
-    # A100s (V1 gives 1,024 on larger GPUs: vllm/engine/arg_utils.py get_batch_defaults); one default for all
+    max_num_seqs: int | None = None  # None: the engine's on this device (vLLM V1: 1,024 on a GPU of >= 70 GiB
+    # that is not an A100, else 256; V0 256: serving.on_device, serving.RELEASES), else 256 (the Scheduler's)
     max_batched_tokens: int | None = None  # None: the engine's chunk budget, else 8192
     replicas: int | None = None      # None: devices / (tp pp), else 1
     router: str = "round_robin"
