@@ -92,6 +92,9 @@ def hardware_show(a) -> None:
         rows.append(("price", f"${hw.price_per_device_hour_usd:,.2f} per device-hour"))
     if hw.origin_file:
         rows.append(("file", hw.origin_file))
+    if hw.logical_gpus > 1:
+        rows.append(("logical GPUs", f"{hw.logical_gpus} (the software shows each as a GPU; a one-process run, "
+                                     "--suite block, uses one)"))
     rows += [("skips zero weights", hw.skips_zero_weights),
              ("default modes", f"train {hw.default_mode_train}, infer {hw.default_mode_infer}")]
     if getattr(hw, "overlay", None):
