@@ -324,6 +324,31 @@ def test_infer_fewest_devices_and_sram_pipeline():
     assert r8.decode_tokens_per_s_per_seq > r70.decode_tokens_per_s_per_seq
 
 
+def test_wafers_pipeline_decoding_sequences_in_groups():
+    """On pp wafers the decoding sequences go round the stages in min(pp, D) groups: a step of D
+    sequences takes the time of D / groups through the whole model. Bound by each stage's weight
+    reads that gains nothing; where per-sequence work sets the step it does. GPU stages, and
+    prompts, still run one after another."""
+    from llmbench.perfmodel.serving import build_step_model
+
+    spec, cs3 = get_model("llama-3.1-70b"), get_hardware("cs3")
+    from dataclasses import replace
+
+    sm = build_step_model(spec, cs3, precision="bf16", pp=4, mode="sram_pipeline")
+    seq = replace(sm, mode="sram_pipeline, stages in turn")  # the same wafers, no groups
+    ctx = 1200.0
+    assert sm.time_s(0, 1, ctx) == pytest.approx(seq.time_s(0, 1, ctx))
+    for d in (1, 3, 4, 64, 256):
+        g = min(4, d)
+        assert sm.time_s(0, d, d * ctx) == pytest.approx(seq.time_s(0, d / g, d / g * ctx))
+    assert sm.time_s(0, 256, 256 * ctx) < 0.5 * seq.time_s(0, 256, 256 * ctx)  # per-sequence work: shared out
+    assert sm.time_s(512, 4, 4 * ctx) == pytest.approx(seq.time_s(512, 4, 4 * ctx))  # a prompt: one group
+    gpu = build_step_model(spec, get_hardware("h100-sxm"), precision="bf16", pp=2)
+    assert gpu.time_s(0, 64, 64 * ctx) > gpu.time_s(0, 32, 32 * ctx)  # GPU stages: one after another
+    r = [infer(spec, cs3, batch=b, prompt_len=128, gen_len=1024) for b in (1, 64)]
+    assert r[1].devices == 4 and r[1].decode_tokens_per_s_per_seq > 0.7 * r[0].decode_tokens_per_s_per_seq
+
+
 def test_encoder_classification_latency():
     hw = get_hardware("a100-80gb")
     bert = get_model("bert-base")

@@ -13,8 +13,9 @@ dividing the heads) x pp (stages, dividing the layers) x dp (replicas, dividing 
 predicted and the lowest request latency that holds the batch wins (ties: fewer stages, less tp);
 when no split holds the whole batch, a replica holds as many requests as its KV cache fits (and its
 engine release runs at once: Engine.max_num_seqs), the rest queue (`concurrency`, `note`), and the
-split that serves the most tokens/s wins. Stages run one after another for a request (no pipeline
-concurrency: issue 10 step 3).
+split that serves the most tokens/s wins. Stages run one after another for a request; on wafers
+(sram_pipeline) decoding sequences go round the stages in up to pp groups at once
+(serving.StepModel.parts).
 """
 from __future__ import annotations
 

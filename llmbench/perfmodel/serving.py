@@ -8,7 +8,8 @@
 
 A step of an engine runs `prefill_tokens` prompt tokens (whole prompts or chunks) and one token for
 each of `decode_seqs` running sequences, reading `kv_tokens_read` cached tokens in attention. Times
-are one replica's (tp x pp devices; pipeline stages run one after another for a step):
+are one replica's (tp x pp devices; pipeline stages run one after another for a step, except that
+on wafers (sram_pipeline) a decode step's sequences go round the stages in up to pp groups at once):
 
     compute  = GEMM FLOPs / (peak x compute_max x prefill_efficiency), a GEMM of M rows costing as
                max(M, SMALL_M_TILE) rows (tensor-core tiles: M = 1 costs a 64-row tile on a GPU)
@@ -437,6 +438,12 @@ class StepModel:
         xp = backend_for(*(x for x in (prefill_tokens, decode_seqs, kv_tokens_read, prefill_seqs,
                                         prefill_attn_pairs) if x is not None))
         P, D, C = (xp.asarray(x, dtype=float) for x in (prefill_tokens, decode_seqs, kv_tokens_read))
+        if self.pp > 1 and self.mode == "sram_pipeline":
+            # tokens pipelined across the wafers: the decoding sequences go round in up to pp groups,
+            # each stage working on one group while the next holds another, so every sequence moves
+            # one token per pass of one group through all stages (decode steps; prompts as one group)
+            groups = xp.where(P > 0, 1.0, xp.minimum(xp.maximum(D, 1.0), float(self.pp)))
+            D, C = D / groups, C / groups
         ps = xp.minimum(P, 1.0) if prefill_seqs is None else xp.asarray(prefill_seqs, dtype=float)
         pairs = P * (P + 1.0) / 2.0 if prefill_attn_pairs is None else xp.asarray(prefill_attn_pairs, dtype=float)
         M = P + D
