@@ -63,7 +63,10 @@ ASSUME: dict[str, dict] = {
     "emani-sparsity-6.7b": {"batch": 112, "note": "batch 112 assumed"},
     "emani-sparsity-30b": {"batch": 112, "note": "batch 112 assumed"},
     "emani-sparsity-6.7b-multi": {"batch_per_replica": 112, "note": "batch 112 per system assumed; weak scaling"},
-    "emani-genslm-sn30": {"a100": {"tp": 8, "recompute": "full"}, "note": "A100: TP8 + full recompute to hold 13B; SN30: 8 RDUs DP"},
+    "emani-genslm-sn30": {"batch": 512, "a100": {"tp": 8, "recompute": "full", "batch": 32},
+                          "note": "SN30: 16 instances of micro-batch 32 on 8 RDUs (Sec. V-C: the 13B model with "
+                                  "micro-batch 32 fits 4 tiles), batch 512; A100: micro-batch 32, TP8 + full "
+                                  "recompute to hold 13B"},
     "emani-genslm-cs2": {"batch": 32, "a100": {"tp": 8, "recompute": "full"}, "note": "batch 32 on both; A100 TP8 + full recompute"},
     "megatron-h100-mfu": {"model": "gpt3-175b", "batch": 1536, "devices": 1536, "tp": 8, "pp": 8,
                           "recompute": "full", "note": "represented by GPT-3 175B, TP8 PP8, 1536 GPUs, seq 4096"},
@@ -605,7 +608,7 @@ def _scaling(w: Workload, a: dict, params):
 
 def _genslm(w: Workload, row, a, params):
     """GenSLM (Table IV): SN30 vs A100 per device on 8 devices; one CS-2 vs eight A100."""
-    w = w.with_(batch=int(row["batch"]) if row["batch"] else a.get("batch", 32))
+    w = w.with_(batch=a.get("batch") or (int(row["batch"]) if row["batch"] else 32))
     akw = a.get("a100", {})
     a100 = _train(w.with_(hardware="a100-40gb", devices=8, precision="fp16", **akw), params)
     if row["metric"] == "per_device_speedup":
