@@ -105,8 +105,11 @@ def test_the_validation_median_quoted_in_the_readme_is_a_fresh_runs(fid):
     med = fid["headline"]["median_abs_error"]
     assert fid["headline"]["kind"] == "leave one source out"
     readme = (ROOT / "README.md").read_text().replace("\n", " ")
-    m = re.search(r"leave-one-source-out error on .*?\(median (\d+\.\d)%", readme)
-    assert m and m.group(1) == f"{med * 100:.1f}", (m and m.group(1), med)
+    m = re.search(r"leave-one-source-out error on .*?\(median (\d+\.\d)%; training (\d+\.\d)%, "
+                  r"serving (\d+\.\d)%", readme)
+    kinds = fid["headline"]["by_kind"]
+    fresh = [f"{x * 100:.1f}" for x in (med, kinds["training"], kinds["serving"])]
+    assert m and list(m.groups()) == fresh, (m and m.groups(), fresh)
     assert f"median |error| {med:.1%}" in (ROOT / "docs/results/fidelity.md").read_text()
 
 

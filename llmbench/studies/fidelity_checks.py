@@ -59,7 +59,9 @@ class Context:
         v = self.validation
         loso = (v.get("leave_one_source_out") or {}).get("median_abs_error")
         if loso is not None:
-            return {"median_abs_error": loso, "kind": "leave one source out"}
+            by_kind = {k: (d.get("leave_one_source_out") or {}).get("median_abs_error")
+                       for k, d in (v.get("by_kind") or {}).items()}
+            return {"median_abs_error": loso, "kind": "leave one source out", "by_kind": by_kind}
         errs = [abs(r["error"]) for r in v["rows"] if r.get("error") is not None]
         return {"median_abs_error": statistics.median(errs) if errs else None, "kind": "in-sample"}
 
