@@ -727,10 +727,11 @@ def test_vllm_v1_starts_with_its_defaults_for_the_device():
     from llmbench.serve.config import Deployment, Load
     from llmbench.serve.run import replica, scheduler
 
-    got = {h: resolve_engine("vllm", get_hardware(h)) for h in ("h100-sxm", "h200-sxm", "mi300x", "a100-80gb", "l40s")}
+    got = {h: resolve_engine("vllm", get_hardware(h))
+           for h in ("h100-sxm", "h200-sxm", "mi300x", "a100-80gb", "l40s", "mi250")}
     assert {h: (e.max_num_seqs, e.chunked_prefill_tokens) for h, e in got.items()} == {
         "h100-sxm": (1024, 8192), "h200-sxm": (1024, 8192), "mi300x": (1024, 8192),
-        "a100-80gb": (256, 2048), "l40s": (256, 2048)}
+        "a100-80gb": (256, 2048), "l40s": (256, 2048), "mi250": (256, 2048)}  # vLLM sees one 64 GiB GCD
     h100 = get_hardware("h100-sxm")
     assert resolve_engine(release(engine("vllm"), "0.6.1"), h100).max_num_seqs == 256  # V0
     assert resolve_engine(release(engine("vllm"), "v0.11.0; max_num_seqs=64"), h100).max_num_seqs == 64

@@ -742,7 +742,8 @@ def on_device(eng: Engine, hw) -> Engine:
     --max-num-seqs and token budget (V1_DEFAULTS); other engines as they are."""
     if not eng.name.startswith("vllm") or eng.max_num_seqs is not None or hw.kind != "gpu":
         return eng
-    big = hw.device_memory.capacity_bytes >= V1_BIG_GPU_BYTES and "a100" not in hw.name
+    # the memory of the GPU vLLM sees: one GCD of an MI250 (logical_gpus), the whole device elsewhere
+    big = hw.one_logical_gpu().device_memory.capacity_bytes >= V1_BIG_GPU_BYTES and "a100" not in hw.name
     return replace(eng, **V1_DEFAULTS[big])
 
 
