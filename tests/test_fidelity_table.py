@@ -125,3 +125,13 @@ def test_the_table_is_recorded_and_drawn_one_row_per_claim(fid, tmp_path):
     n = len(fid["rows"])
     assert len(table.rows) == n and table.note.startswith(counts_line(fid["counts"]))
     assert "mechanism" in table.columns and {r[table.columns.index("verdict")] for r in table.rows} <= set(VERDICTS)
+
+
+def test_a_claims_twin_can_take_a_value_from_its_point():
+    """'=field' in a claim's table is that field's value: 002-54's GAS-1 twin runs one sequence a
+    device at each device count of its series."""
+    from llmbench.studies.verdict import workload_of
+
+    w = workload_of({"model": "gpt2-xl", "hardware": "a100-40gb", "devices": 16, "batch": 64, "grad_accum": 4},
+                    {"grad_accum": 1, "batch": "=devices"})
+    assert (w.batch, w.devices, w.grad_accum) == (16, 16, 1)

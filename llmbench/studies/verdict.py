@@ -63,8 +63,10 @@ def fmt(v) -> str:
 
 
 def workload_of(base: dict, over: dict | None = None) -> Workload:
-    """A Workload from a claim's flat table (layout knobs beside the fields)."""
+    """A Workload from a claim's flat table (layout knobs beside the fields); a value "=field" is
+    that field's value (a twin at one sequence a device: batch = "=devices")."""
     d = {k: v for k, v in {**base, **(over or {})}.items() if v != "auto"}  # "auto": the planner's choice
+    d = {k: d[v[1:]] if isinstance(v, str) and v.startswith("=") else v for k, v in d.items()}
     layout = {k: d.pop(k) for k in list(d) if k in LAYOUT_FIELDS}
     d.setdefault("suite", "train")
     return Workload.from_dict({**d, "layout": layout})
