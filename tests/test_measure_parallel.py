@@ -32,6 +32,10 @@ def torchrun_check(nproc: int, timeout: int) -> dict:
            "-m", "llmbench.measure.parallel_check", "--json"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    if p.returncode != 0 and "terminate called without an active exception" in p.stderr:
+        # a rank's native threads aborting as the process exits (seen once in ~10 loaded runs of
+        # the 4-process check, 2026-12-06): the run is repeated once; any other failure stands
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
