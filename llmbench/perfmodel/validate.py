@@ -489,14 +489,14 @@ def _closed_loop_metric(w: Workload, row: dict, params, r, eng: str, ver, kv, ho
 
     c = int(row["concurrency"])
     h = get_hardware(w.hardware)
-    e = row_engine_params(eng, params, ver)
-    sm = step_model(row_spec(r.workload), h, r.workload, engine=e,
+    sm = step_model(row_spec(r.workload), h, r.workload, engine=row_engine_params(eng, params, ver),
                     params=params.get(h.name) if params else None, kv_precision=kv)
     n = int(ASSUME.get(row["id"], {}).get("requests", CLOSED_LOOP_REQUESTS * c))
     trace = tr.synthetic(n, rate_per_s=math.inf, prompt=tr.parse_length(str(w.seq_len)),
                          output=tr.parse_length(str(w.gen_len)), seed=0)
-    # the client never has more than c in flight: the engine runs them all unless its release caps it lower
-    sched = engine_scheduler(e, max_num_seqs=min(c, e.max_num_seqs or c), max_concurrency=c,
+    # the client never has more than c in flight: the engine as it starts on the device (sm.engine,
+    # serving.on_device: the step model's own) runs them all unless it caps them lower
+    sched = engine_scheduler(sm.engine, max_num_seqs=min(c, sm.engine.max_num_seqs or c), max_concurrency=c,
                              replicas=max(1, r.workload.devices // (sm.tp * sm.pp)))
     rec = simulate(trace, sm, sched).records
     if not rec.completed().all():
