@@ -339,9 +339,13 @@ def streaming_step(sh, g: Grid, mi: Micro, hw, p, bw, wf, xp) -> Step:
     depth = swarm_depth(g.devices, hier.fanout, xp)  # SwarmX tree: broadcast and reduce fill/drain
     t_swarm = 2.0 * depth * (W / sh.L / link + lat)
     # the optimizer runs where the weights live: MemoryX (prior 4x its link), or the device's own
-    # memory when streaming from it; its updates overlap the next forward (fine-grained)
+    # memory when streaming from it; its updates overlap the next forward (fine-grained). Where the
+    # hardware skips zero weights it updates the non-zero ones only ("for all zero weights, no
+    # computation or memory is required": Cerebras docs, 'Sparsity'; seed 002 Sec. V-B4, "fewer
+    # parameters updated in each optimizer step"; seed 001, sparsity lightens the optimization)
     opt_bw = p["optimizer_bytes_per_s"] or (bw if shared else 4.0 * hier.link_bytes_per_s)
-    t_opt = P * OPT_BYTES_PER_PARAM / opt_bw
+    n_opt = sh.dense_params * wf + (P - sh.dense_params) if hw.skips_zero_weights else P
+    t_opt = n_opt * OPT_BYTES_PER_PARAM / opt_bw
     exposed_opt = xp.maximum(0.0, t_opt - mi.fwd_s)
     return Step(step_time_s=m * (mi.total_s + exp_stream) + t_swarm + exposed_opt + p["step_overhead_s"],
                 network_s=t_swarm, exposed_s=m * exp_stream + t_swarm + exposed_opt,
