@@ -236,8 +236,7 @@ def memory_use(spec, sh, precision: str, hw, g: Grid, acts, xp, runtime: str | N
     elif h.store_shared:  # one store for every device (MemoryX): the whole model state; where the
         # hardware skips zero weights, of the non-zero weights only ("for all zero weights, no
         # computation or memory is required": Cerebras docs, 'Sparsity'; step.streaming_step)
-        nz = (sh.dense_params * (1.0 - g.sparsity) + (sh.params - sh.dense_params)) / sh.params \
-            if hw.skips_zero_weights else 1.0
+        nz = sh.kept_params(1.0 - g.sparsity) / sh.params if hw.skips_zero_weights else 1.0
         store = xp.where(g.streaming, nz * sum(model_state_bytes(spec, precision, rt)), store)
     peak = sum(kinds) + f.activations + f.logits + f.buffers
     cap_store = h.store.capacity_bytes if h.store is not None else 0.0

@@ -85,6 +85,11 @@ class Shape:
     """attention FLOPs per layer of one new token per cached token (MLA: the absorbed form)"""
     moe: MoeShape | None = None
 
+    def kept_params(self, wf):
+        """Parameters counted with the layers' matmul weights at factor wf (the rest stay dense):
+        with wf = 1 - sparsity, the non-zero weights a wafer stores, streams and updates."""
+        return self.dense_params * wf + (self.params - self.dense_params)
+
 
 def _nk(gemms) -> float:
     return float(sum(n * k for n, k, _ in gemms))

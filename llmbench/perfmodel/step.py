@@ -328,7 +328,8 @@ def streaming_step(sh, g: Grid, mi: Micro, hw, p, bw, wf, xp) -> Step:
     wf: byte factor of the dense-layer weights (sparse weights stream compressed)."""
     m, hier = g.micro_steps, hierarchy(hw)
     P = float(sh.params)
-    W = (sh.dense_params * wf + (P - sh.dense_params)) * sh.s  # weight bytes (sparse: compressed)
+    kept = sh.kept_params(wf)  # parameters a sparse store keeps (the dense layers at wf)
+    W = kept * sh.s  # weight bytes (sparse: compressed)
     link = hier.link_bytes_per_s * p["stream"]
     t_stream = 3.0 * W / link  # weights in (fwd, bwd), gradients out
     # coarse-grained pipelining: layer i+1 streams while layer i computes. When the link is the
@@ -344,8 +345,7 @@ def streaming_step(sh, g: Grid, mi: Micro, hw, p, bw, wf, xp) -> Step:
     # computation or memory is required": Cerebras docs, 'Sparsity'; seed 002 Sec. V-B4, "fewer
     # parameters updated in each optimizer step"; seed 001, sparsity lightens the optimization)
     opt_bw = p["optimizer_bytes_per_s"] or (bw if shared else 4.0 * hier.link_bytes_per_s)
-    n_opt = sh.dense_params * wf + (P - sh.dense_params) if hw.skips_zero_weights else P
-    t_opt = n_opt * OPT_BYTES_PER_PARAM / opt_bw
+    t_opt = (kept if hw.skips_zero_weights else P) * OPT_BYTES_PER_PARAM / opt_bw
     exposed_opt = xp.maximum(0.0, t_opt - mi.fwd_s)
     return Step(step_time_s=m * (mi.total_s + exp_stream) + t_swarm + exposed_opt + p["step_overhead_s"],
                 network_s=t_swarm, exposed_s=m * exp_stream + t_swarm + exposed_opt,
